@@ -1,0 +1,79 @@
+"""The few numerical needs the array API standard does not cover.
+
+Everything in ntkref's core uses only the array API standard; this module is
+the one documented exception.  Each function takes arrays of any namespace and
+returns arrays of the same namespace, dispatching to the native routine where
+the library has one and otherwise computing on the host with NumPy/SciPy
+(correct, but it copies; that only happens for namespaces without a native
+routine, e.g. ``array_api_strict``).
+
+- :func:`erf` — the error function (SciPy/CuPy/PyTorch/JAX natives).
+- :func:`gauss_hermite` — nodes and weights of Gauss–Hermite quadrature for
+  the standard normal (probabilists' weight e^{-z^2/2}/sqrt(2 pi)).
+- :func:`eigh` — symmetric eigendecomposition (``xp.linalg.eigh`` where the
+  namespace has the linalg extension).
+"""
+from __future__ import annotations
+
+import functools
+
+import array_api_compat
+
+from ._backend import device_of, to_numpy
+
+
+def _from_numpy(a, like, xp):
+    return xp.asarray(a, device=device_of(like))
+
+
+def erf(x, xp):
+    """Error function erf(x) = 2/sqrt(pi) int_0^x e^{-t^2} dt, elementwise."""
+    if array_api_compat.is_numpy_namespace(xp):
+        from scipy.special import erf as _erf
+
+        return xp.asarray(_erf(x))
+    if array_api_compat.is_cupy_namespace(xp):
+        from cupyx.scipy.special import erf as _erf
+
+        return _erf(x)
+    if array_api_compat.is_torch_namespace(xp):
+        import torch
+
+        return torch.special.erf(x)
+    if array_api_compat.is_jax_namespace(xp):
+        import jax.scipy.special
+
+        return jax.scipy.special.erf(x)
+    from scipy.special import erf as _erf
+
+    return xp.astype(_from_numpy(_erf(to_numpy(x)), x, xp), x.dtype)
+
+
+@functools.lru_cache(maxsize=32)
+def _hermite_nodes(n):
+    import numpy as np
+
+    z, w = np.polynomial.hermite_e.hermegauss(n)
+    return z, w / np.sqrt(2.0 * np.pi)
+
+
+def gauss_hermite(n, xp, dtype, device=None):
+    """``n``-point Gauss–Hermite rule for E[f(Z)], Z ~ N(0, 1).
+
+    Returns nodes ``z`` and weights ``w`` (summing to 1) with
+    sum_k w_k f(z_k) exact for polynomials f of degree <= 2n - 1.
+    """
+    z, w = _hermite_nodes(int(n))
+    return xp.asarray(z, dtype=dtype, device=device), xp.asarray(w, dtype=dtype, device=device)
+
+
+def eigh(a, xp):
+    """Eigenvalues (ascending) and orthonormal eigenvectors of a symmetric matrix."""
+    linalg = getattr(xp, "linalg", None)
+    if linalg is not None and hasattr(linalg, "eigh"):
+        res = linalg.eigh(a)
+        return res[0], res[1]
+    import numpy as np
+
+    w, v = np.linalg.eigh(to_numpy(a))
+    return _from_numpy(w, a, xp), _from_numpy(v, a, xp)

@@ -1,0 +1,127 @@
+"""Parameter and array validation with messages that name the argument.
+
+Errors are :class:`InvalidParameterError`, which subclasses both ``ValueError``
+and ``TypeError`` (the scikit-learn convention), so callers may catch either.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+from ._backend import namespace
+
+
+class InvalidParameterError(ValueError, TypeError):
+    """A parameter or an input array is invalid; the message names it."""
+
+
+def _fail(name, caller, must, got):
+    where = f" of {caller}" if caller else ""
+    raise InvalidParameterError(f"The {name!r} parameter{where} must be {must}. Got {got!r} instead.")
+
+
+def check_real(value, name, *, caller=None, low=None, high=None, closed="both", allow_inf=False):
+    """A finite real scalar in the interval given by ``low``/``high`` and ``closed``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        try:  # 0-d arrays of any namespace
+            if getattr(value, "shape", None) == ():
+                value = float(value)
+            else:
+                raise TypeError
+        except TypeError:
+            _fail(name, caller, "a real number", value)
+    value = float(value)
+    if math.isnan(value) or (math.isinf(value) and not allow_inf):
+        _fail(name, caller, "a finite real number", value)
+    lo_ok = low is None or (value >= low if closed in ("both", "left") else value > low)
+    hi_ok = high is None or (value <= high if closed in ("both", "right") else value < high)
+    if not (lo_ok and hi_ok):
+        lb = "[" if closed in ("both", "left") else "("
+        rb = "]" if closed in ("both", "right") else ")"
+        lo = "-inf" if low is None else repr(low)
+        hi = "inf" if high is None else repr(high)
+        _fail(name, caller, f"a real number in the range {lb}{lo}, {hi}{rb}", value)
+    return value
+
+
+def check_int(value, name, *, caller=None, low=None, high=None):
+    """An integer (not bool) in [low, high]."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        _fail(name, caller, "an int", value)
+    value = int(value)
+    if (low is not None and value < low) or (high is not None and value > high):
+        lo = "-inf" if low is None else low
+        hi = "inf" if high is None else high
+        _fail(name, caller, f"an int in the range [{lo}, {hi}]", value)
+    return value
+
+
+def check_option(value, name, options, *, caller=None):
+    if value not in options:
+        _fail(name, caller, "one of " + ", ".join(repr(o) for o in options), value)
+    return value
+
+
+def float_dtype(x, xp, dtype=None):
+    """The floating dtype to compute in: ``dtype`` if given, else x's if floating, else float64."""
+    if dtype is not None:
+        if dtype in ("float64", "float32"):
+            return getattr(xp, dtype)
+        if dtype not in (xp.float64, xp.float32):
+            raise InvalidParameterError(f"The 'dtype' parameter must be float32 or float64. Got {dtype!r} instead.")
+        return dtype
+    if xp.isdtype(x.dtype, "real floating"):
+        return x.dtype
+    return xp.float64
+
+
+def check_array(x, name, *, caller=None, ndim=None, xp=None, dtype=None, finite=True, shape=None):
+    """Convert ``x`` to a floating array of namespace ``xp`` and check it.
+
+    Checks ``ndim`` (an int or a tuple of allowed values), an exact ``shape``
+    (``None`` entries free), and finiteness.  Integer and boolean inputs become
+    float64; complex inputs are refused.
+    """
+    if xp is None:
+        xp = namespace(x)
+    if x is None:
+        raise InvalidParameterError(f"The {name!r} parameter{' of ' + caller if caller else ''} must be an array. Got None instead.")
+    try:
+        arr = xp.asarray(x)
+    except Exception as exc:
+        raise InvalidParameterError(f"The {name!r} parameter could not be converted to an array: {exc}") from exc
+    if xp.isdtype(arr.dtype, "complex floating"):
+        raise InvalidParameterError(f"The {name!r} parameter must be real; got dtype {arr.dtype}.")
+    target = float_dtype(arr, xp, dtype)
+    if arr.dtype != target:
+        arr = xp.astype(arr, target)
+    if ndim is not None:
+        allowed = (ndim,) if isinstance(ndim, int) else tuple(ndim)
+        if arr.ndim not in allowed:
+            raise InvalidParameterError(
+                f"The {name!r} parameter{' of ' + caller if caller else ''} must have "
+                f"{' or '.join(map(str, allowed))} dimension(s); got shape {tuple(arr.shape)}."
+            )
+    if shape is not None:
+        if len(shape) != arr.ndim or any(s is not None and s != a for s, a in zip(shape, arr.shape)):
+            want = "(" + ", ".join("*" if s is None else str(s) for s in shape) + ")"
+            raise InvalidParameterError(
+                f"The {name!r} parameter{' of ' + caller if caller else ''} must have shape {want}; "
+                f"got {tuple(arr.shape)}."
+            )
+    if finite and arr.size != 0 and not bool(xp.all(xp.isfinite(arr))):
+        raise InvalidParameterError(
+            f"The {name!r} parameter{' of ' + caller if caller else ''} contains NaN or infinite values."
+        )
+    return arr
+
+
+def check_labels(y, name="y", *, caller=None, xp=None):
+    """Binary labels: every entry exactly -1 or +1."""
+    y = check_array(y, name, caller=caller, ndim=1, xp=xp)
+    xp = namespace(y)
+    if not bool(xp.all((y == 1) | (y == -1))):
+        raise InvalidParameterError(
+            f"The {name!r} parameter{' of ' + caller if caller else ''} must contain only -1 and +1 labels."
+        )
+    return y

@@ -1,0 +1,141 @@
+r"""Pointwise losses l(z, y) of seed 000 Table 1 and their (sub)derivatives.
+
+Seed 000 eq. (7): L(β) = (λ/2)‖β‖² + Σᵢ l(g(xᵢ), yᵢ) (a *sum* over samples);
+the dynamics (8)–(9) use l'(z, y) = ∂l/∂z.  Each loss carries the constants
+of Theorem 3.5: ρ, the Lipschitz constant in z, and β_l, the smoothness
+constant (Lipschitz constant of l') — ``None`` where the loss has none.
+
+==========================  ===========================  =======================================  =====  ======
+name                        l(z, y)                      l'(z, y) (convention at kinks)           ρ      β_l
+==========================  ===========================  =======================================  =====  ======
+``hinge``                   max(0, 1 − yz)               −y·𝟙(yz < 1)  (strict, as seed 000)       1      None
+``squared_hinge``           max(0, 1 − yz)²              −2y·max(0, 1 − yz)                        None   2
+``epsilon_insensitive``     max(0, |y − z| − ε)          sign(z − y)·𝟙(|y − z| > ε)                1      None
+``squared``                 (y − z)²                     2(z − y)                                  None   2
+``logistic``                log(1 + e^{−yz})             −y / (1 + e^{yz})                         1      1/4
+==========================  ===========================  =======================================  =====  ======
+
+``hinge``, ``squared_hinge`` and ``logistic`` are classification losses:
+their labels must be exactly ±1.  The hard-margin SVM of Table 1 is the
+λ → 0 limit of the hinge loss (see :mod:`ntkref.machines`).
+
+The squared loss here has no ½ (Table 1 writes (yᵢ − z)²), so its KRR
+minimiser is α = (K + (λ/2) I)⁻¹ y, as in the official code.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ._backend import namespace
+from ._validation import InvalidParameterError, check_array, check_labels, check_real
+
+__all__ = ["Loss", "get", "NAMES"]
+
+
+@dataclass(frozen=True)
+class Loss:
+    """A pointwise loss with its derivative and Theorem-3.5 constants.
+
+    Attributes
+    ----------
+    name : str
+    lipschitz : float or None
+        ρ with |l(z, y) − l(z', y)| ≤ ρ|z − z'|; None if not globally Lipschitz.
+    smoothness : float or None
+        β_l with |l'(z, y) − l'(z', y)| ≤ β_l|z − z'|; None if l' is discontinuous.
+    classification : bool
+        Whether labels must be ±1.
+    epsilon : float
+        The insensitivity ε (``epsilon_insensitive`` only, else 0).
+    """
+
+    name: str
+    lipschitz: float | None
+    smoothness: float | None
+    classification: bool
+    epsilon: float = 0.0
+    convex: bool = field(default=True)
+
+    def _args(self, z, y):
+        xp = namespace(z, y)
+        z = check_array(z, "z", xp=xp)
+        if self.classification:
+            y = check_labels(xp.reshape(check_array(y, "y", xp=xp), (-1,)), "y", xp=xp)
+            y = xp.reshape(y, ()) if z.ndim == 0 and y.shape == (1,) else y
+        else:
+            y = check_array(y, "y", xp=xp)
+        y = xp.astype(y, z.dtype) if y.dtype != z.dtype else y
+        return xp, z, y
+
+    def value(self, z, y):
+        """l(z, y) elementwise (broadcasting z against y)."""
+        xp, z, y = self._args(z, y)
+        if self.name == "hinge":
+            return xp.maximum(1 - y * z, 0.0)
+        if self.name == "squared_hinge":
+            return xp.maximum(1 - y * z, 0.0) ** 2
+        if self.name == "epsilon_insensitive":
+            return xp.maximum(xp.abs(y - z) - self.epsilon, 0.0)
+        if self.name == "squared":
+            return (y - z) ** 2
+        # logistic: log(1 + e^{-m}) without overflow for large |m|
+        return xp.logaddexp(xp.zeros_like(z), -(y * z))
+
+    def derivative(self, z, y):
+        """l'(z, y) = ∂l/∂z elementwise; at kinks the convention of the table above."""
+        xp, z, y = self._args(z, y)
+        if self.name == "hinge":
+            return xp.where(y * z < 1, -y, xp.zeros_like(z))
+        if self.name == "squared_hinge":
+            return -2 * y * xp.maximum(1 - y * z, 0.0)
+        if self.name == "epsilon_insensitive":
+            r = z - y
+            return xp.where(xp.abs(r) > self.epsilon, xp.sign(r), xp.zeros_like(r))
+        if self.name == "squared":
+            return 2 * (z - y)
+        m = y * z
+        # -y·σ(-m): evaluated so that neither branch overflows
+        e = xp.exp(-xp.abs(m))
+        sig_neg = xp.where(m >= 0, e / (1 + e), 1 / (1 + e))
+        return -y * sig_neg
+
+    def check_targets(self, y, name="y", caller=None):
+        """Validate targets for this loss (±1 labels for classification losses)."""
+        if self.classification:
+            return check_labels(y, name, caller=caller)
+        return check_array(y, name, caller=caller, ndim=1)
+
+
+NAMES = ("hinge", "squared_hinge", "epsilon_insensitive", "squared", "logistic")
+
+
+def get(name, **options):
+    """The loss called ``name`` (see the module table); ``epsilon`` for SVR.
+
+    >>> get("hinge").lipschitz
+    1.0
+    """
+    if isinstance(name, Loss):
+        if options:
+            raise InvalidParameterError("options cannot be given together with a Loss instance.")
+        return name
+    if name not in NAMES:
+        raise InvalidParameterError(
+            f"The 'name' parameter of losses.get must be one of {', '.join(map(repr, NAMES))}. Got {name!r} instead."
+        )
+    allowed = {"epsilon"} if name == "epsilon_insensitive" else set()
+    unknown = set(options) - allowed
+    if unknown:
+        raise InvalidParameterError(
+            f"losses.get({name!r}) takes {'only epsilon' if allowed else 'no options'}; got {sorted(unknown)}."
+        )
+    if name == "hinge":
+        return Loss("hinge", 1.0, None, True)
+    if name == "squared_hinge":
+        return Loss("squared_hinge", None, 2.0, True)
+    if name == "epsilon_insensitive":
+        eps = check_real(options.get("epsilon", 0.1), "epsilon", caller="losses.get", low=0.0)
+        return Loss("epsilon_insensitive", 1.0, None, False, epsilon=eps)
+    if name == "squared":
+        return Loss("squared", None, 2.0, False)
+    return Loss("logistic", 1.0, 0.25, True)
