@@ -65,7 +65,7 @@ def check_option(value, name, options, *, caller=None):
 def float_dtype(x, xp, dtype=None):
     """The floating dtype to compute in: ``dtype`` if given, else x's if floating, else float64."""
     if dtype is not None:
-        if dtype in ("float64", "float32"):
+        if isinstance(dtype, str) and dtype in ("float64", "float32"):
             return getattr(xp, dtype)
         if dtype not in (xp.float64, xp.float32):
             raise InvalidParameterError(f"The 'dtype' parameter must be float32 or float64. Got {dtype!r} instead.")

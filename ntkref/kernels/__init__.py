@@ -1,0 +1,38 @@
+"""Infinite-width kernels: NNGP and NTK of fully connected (and convolutional) networks.
+
+Public objects:
+
+- :func:`fc` — NNGP/NTK of FC nets of any depth (neural-tangents' convention; ReLU, erf
+  closed forms, any activation by quadrature), blocked and symmetric-aware.
+- :func:`fc_diagonal` — the exact diagonal in O(n).
+- :func:`two_layer_relu_ntk` — seed 000 eq. (63); :func:`relu_h` its h(u).
+- :func:`wei_kernel`, :func:`wei_k1_k2` — seed 002's two-layer kernel.
+- :func:`arora_ntk` — seed 004 eq. (8) (c_σ = 2, no 1/d).
+- :func:`chen_ntk` — seed 000's convention (W_std = 1, no bias) at any depth.
+"""
+from ._fc import ACTIVATIONS, Activation, Kernel, fc, fc_diagonal
+from ._two_layer import arora_ntk, relu_h, two_layer_relu_ntk, wei_k1_k2, wei_kernel
+
+
+def chen_ntk(x1, x2=None, *, depth=1):
+    """Seed 000's NTK (official code: neural-tangents Dense(W_std=1)/Relu, no bias).
+
+    Equal to ``fc(x1, x2, depth=depth, W_std=1.0, b_std=0.0).ntk``; for depth 1
+    this is eq. (63), :func:`two_layer_relu_ntk`.
+    """
+    return fc(x1, x2, depth=depth, W_std=1.0, b_std=0.0, get="ntk").ntk
+
+
+__all__ = [
+    "ACTIVATIONS",
+    "Activation",
+    "Kernel",
+    "arora_ntk",
+    "chen_ntk",
+    "fc",
+    "fc_diagonal",
+    "relu_h",
+    "two_layer_relu_ntk",
+    "wei_k1_k2",
+    "wei_kernel",
+]

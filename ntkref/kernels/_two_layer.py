@@ -1,0 +1,131 @@
+r"""Closed-form kernels of the seeds, and the seeds' conventions as presets.
+
+- Seed 000 eq. (63) (two-layer ReLU, W_std = 1, NTK parameterisation, d the
+  input dimension):
+
+  .. math:: Θ(x, x') = \frac{‖x‖‖x'‖}{2πd} h(u),\quad h(u) = 2u(π − \arccos u) + \sqrt{1 − u^2},
+
+  u = cos∠(x, x').  It equals ``fc(depth=1, W_std=1).ntk`` (tested).
+- Seed 002 §2 / App. B.1 (f = Σⱼ wⱼ[uⱼᵀx]₊, w ~ N(0, r_w²), u ~ N(0, r_u² I),
+  no 1/√m): K = (r_w²/2)·K₁ + (r_u²/2)·(K₁ + K₂) with
+  K₁ = xᵀx'(1 − θ/π) and K₂ = ‖x‖‖x'‖ sin θ / π (as printed there).
+- Seed 004 eqs. (6)–(8) (Arora et al., c_σ = 2 for ReLU, Σ⁽⁰⁾ = xᵀx'):
+  Θ⁽ᴸ⁾ = Σ_{h=1}^{L+1} Σ⁽ʰ⁻¹⁾ Π_{h'=h}^{L+1} Σ̇⁽ʰ'⁾, Σ̇⁽ᴸ⁺¹⁾ = 1.
+  Θ_Arora = d·Θ_NT(W_std = 1 first layer, √2 after) = d·2ᴸ·Θ_NT(W_std = 1).
+
+All use the stable angle of :mod:`._fc` (accurate for near-parallel and
+antiparallel rows); Θ(x, 0) = 0.
+"""
+from __future__ import annotations
+
+import math
+
+from .._validation import check_int, check_real
+from ._fc import _input_angles, _prepare, _relu_layer, _row_norms
+
+__all__ = ["two_layer_relu_ntk", "relu_h", "wei_kernel", "wei_k1_k2", "arora_ntk"]
+
+_PI = math.pi
+
+
+def _pair_setup(x1, x2, caller):
+    xp, x1, x2, *_ = _prepare(x1, x2, 1, "relu", 1.0, 0.0, None, caller)
+    n1, u1 = _row_norms(x1, xp)
+    if x2 is None:
+        n2, u2 = n1, u1
+    else:
+        n2, u2 = _row_norms(x2, xp)
+    pair = _input_angles(u1, u2, xp)
+    return xp, x1, x2, n1, n2, pair
+
+
+def _symmetrize(K, symmetric, xp):
+    if not symmetric:
+        return K
+    return xp.triu(K) + xp.matrix_transpose(xp.triu(K, k=1))
+
+
+def relu_h(u):
+    """h(u) = 2u(π − arccos u) + √(1 − u²) of seed 000 eq. (63), for u ∈ [−1, 1].
+
+    h is increasing on [u*, 1] and decreasing on [−1, u*] with
+    u* ≈ −0.79410, h(u*) ≈ −0.4297378; h(−1) = 0, h(1) = 2π.
+    """
+    from .._backend import namespace
+    from .._validation import check_array, InvalidParameterError
+
+    xp = namespace(u)
+    u = check_array(u, "u", caller="relu_h", xp=xp)
+    if not bool(xp.all(xp.abs(u) <= 1)):
+        raise InvalidParameterError("The 'u' parameter of relu_h must lie in [-1, 1].")
+    theta = xp.acos(u)
+    return 2 * u * (_PI - theta) + xp.sqrt((1 - u) * (1 + u))
+
+
+def two_layer_relu_ntk(x1, x2=None):
+    """Seed 000 eq. (63): Θ(x, x') = ‖x‖‖x'‖·h(u)/(2πd), shape (n1, n2).
+
+    Written as ‖x‖‖x'‖(2 cos θ (π − θ) + sin θ)/(2πd) with the stable angle.
+    Equals ``fc(x1, x2, depth=1, W_std=1.0).ntk`` (neural-tangents' two-layer
+    ReLU NTK without bias).  float64 accuracy: 1e-13·√(Θ(x,x)Θ(x',x')) per entry.
+    """
+    xp, x1, x2, n1, n2, pair = _pair_setup(x1, x2, "two_layer_relu_ntk")
+    d = x1.shape[1]
+    sin_t = xp.sqrt(xp.clip(pair.omr * pair.opr, 0.0, None))
+    theta = xp.atan2(sin_t, pair.rho)
+    h = 2 * pair.rho * (_PI - theta) + sin_t
+    K = (n1[:, None] / (2 * _PI * math.sqrt(d))) * (n2[None, :] / math.sqrt(d)) * h
+    return _symmetrize(K, x2 is None, xp)
+
+
+def wei_k1_k2(x1, x2=None):
+    """Seed 002's K₁ = xᵀx'(1 − θ/π) and K₂ = ‖x‖‖x'‖ sin θ/π (App. B.1), shapes (n1, n2)."""
+    xp, x1, x2, n1, n2, pair = _pair_setup(x1, x2, "wei_k1_k2")
+    sin_t = xp.sqrt(xp.clip(pair.omr * pair.opr, 0.0, None))
+    theta = xp.atan2(sin_t, pair.rho)
+    norms = n1[:, None] * n2[None, :]
+    K1 = norms * pair.rho * (1 - theta / _PI)
+    K2 = norms * sin_t / _PI
+    sym = x2 is None
+    return _symmetrize(K1, sym, xp), _symmetrize(K2, sym, xp)
+
+
+def wei_kernel(x1, x2=None, *, r_w=1.0, r_u=1.0):
+    """Seed 002's two-layer ReLU NTK: K = (r_w²/2)K₁ + (r_u²/2)(K₁ + K₂).
+
+    For f(x) = Σⱼ wⱼ[uⱼᵀx]₊ with wⱼ ~ N(0, r_w²), uⱼ ~ N(0, r_u² I) and no
+    1/√m, K/m is the expected tangent kernel per neuron:
+    r_w²·E[[uᵀx]₊[uᵀx']₊]/r_u²·… — see the tests for the Monte Carlo check
+    and the identity with :func:`fc` (K = r_w²·d·(Θ − Σ) + r_u²·d·Σ at W_std = 1).
+    """
+    r_w = check_real(r_w, "r_w", caller="wei_kernel", low=0.0)
+    r_u = check_real(r_u, "r_u", caller="wei_kernel", low=0.0)
+    K1, K2 = wei_k1_k2(x1, x2)
+    return (r_w * r_w / 2) * K1 + (r_u * r_u / 2) * (K1 + K2)
+
+
+def arora_ntk(x1, x2=None, *, depth=1):
+    """Seed 004 eq. (8) for ReLU with c_σ = 2 and Σ⁽⁰⁾ = xᵀx' (no 1/d).
+
+    Θ⁽ᴸ⁾(x, x') = Σ_{h=1}^{L+1} Σ⁽ʰ⁻¹⁾(x, x') Π_{h'=h}^{L+1} Σ̇⁽ʰ'⁾(x, x'), with
+    Σ⁽ʰ⁾ = 2E[σ(u)σ(v)], Σ̇⁽ʰ⁾ = 2E[σ'(u)σ'(v)], Σ̇⁽ᴸ⁺¹⁾ = 1 — evaluated in this
+    sum-of-products form (not the recursion of :func:`fc`), so the identity
+    Θ_Arora = d·Θ_NT(W_std = [1, √2, …, √2]) is a real test of both.
+    """
+    depth = check_int(depth, "depth", caller="arora_ntk", low=0)
+    xp, x1, x2, n1, n2, pair = _pair_setup(x1, x2, "arora_ntk")
+    s1, s2 = n1[:, None], n2[None, :]  # √Σ⁽⁰⁾(x, x) = ‖x‖
+    sigmas = [(s1 * s2) * pair.rho]
+    dots = []
+    for _ in range(depth):
+        e_ff, e_dd, pair, (a1, a2) = _relu_layer(pair, s1, s2, xp)
+        sigmas.append(2 * e_ff)
+        dots.append(2 * e_dd)
+        s1, s2 = a1 * math.sqrt(2.0), a2 * math.sqrt(2.0)  # c_σ E[σ(u)²] = q: the scale is preserved
+    theta = xp.zeros_like(sigmas[0])
+    for h in range(1, depth + 2):
+        term = sigmas[h - 1]
+        for hp in range(h, depth + 1):  # Σ̇⁽ᴸ⁺¹⁾ = 1 is omitted
+            term = term * dots[hp - 1]
+        theta = theta + term
+    return _symmetrize(theta, x2 is None, xp)

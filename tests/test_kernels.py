@@ -1,0 +1,364 @@
+"""Infinite-width FC kernels against independent routes (mpmath, quadrature, identities, Monte Carlo)."""
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ntkref import InvalidParameterError
+from ntkref import kernels as K
+
+from ._mp_reference import fc_pair
+
+EPS64 = np.finfo(np.float64).eps
+
+
+# ------------------------------------------------------------------ adversarial inputs
+
+
+def _rotate(x, angle, rng):
+    """A vector at exactly-ish `angle` from x (the reference uses the rounded result, so 'ish' is fine)."""
+    v = rng.normal(size=x.shape)
+    v -= (v @ x) / (x @ x) * x
+    v /= np.linalg.norm(v)
+    xh = x / np.linalg.norm(x)
+    return np.cos(angle) * xh + np.sin(angle) * v
+
+
+def adversarial_rows(d=6, seed=0):
+    """Rows that break naive implementations: near-parallel down to 1e-9 rad, antiparallel,
+    zero, duplicated, and scales from 1e-150 to 1e150."""
+    rng = np.random.default_rng(seed)
+    base = rng.normal(size=d)
+    rows = [base]
+    for a in (1e-9, 1e-7, 1e-5, 1e-3, 0.3):
+        rows.append(_rotate(base, a, rng) * 1.7)
+    for a in (1e-9, 1e-6, 1e-3):
+        rows.append(-_rotate(base, a, rng) * 0.6)
+    rows.append(np.zeros(d))
+    rows.append(base.copy())  # duplicate
+    rows.append(rng.normal(size=d) * 1e-150)
+    rows.append(rng.normal(size=d) * 1e150)
+    rows.append(base * 1e100)
+    return np.array(rows)
+
+
+CONFIGS = [
+    dict(depth=0, W=1.0, b=0.0),
+    dict(depth=1, W=1.0, b=0.0),
+    dict(depth=2, W=math.sqrt(2.0), b=0.0),
+    dict(depth=3, W=[1.0, 1.3, 0.7, 2.0], b=[0.1, 0.5, 0.0, 0.2]),
+]
+
+
+def _reference(x, y, cfg, activation="relu"):
+    out = np.empty((len(x), len(y), 2))
+    diag1 = np.empty((len(x), 2))
+    diag2 = np.empty((len(y), 2))
+    for i, a in enumerate(x):
+        for j, c in enumerate(y):
+            k, tk, q1, t1, q2, t2 = fc_pair(a, c, cfg["depth"], cfg["W"], cfg["b"], activation)
+            out[i, j] = float(k), float(tk)
+            diag1[i] = float(q1), float(t1)
+            diag2[j] = float(q2), float(t2)
+    return out, diag1, diag2
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: f"depth{c['depth']}")
+def test_relu_against_mpmath_on_adversarial_rows(cfg, asxp, tonp):
+    x = adversarial_rows()
+    ref, diag, _ = _reference(x, x, cfg)
+    got = K.fc(asxp(x), depth=cfg["depth"], W_std=cfg["W"], b_std=cfg["b"])
+    for idx, name in enumerate(("nngp", "ntk")):
+        val = tonp(getattr(got, name))
+        scale = np.outer(np.sqrt(diag[:, idx]), np.sqrt(diag[:, idx]))  # no under/overflow at 1e±300
+        err = np.abs(val - ref[:, :, idx])
+        # every entry within 1e-13·√(K(x,x)K(x',x')) (zero rows: exact 0 expected)
+        assert np.all(err <= 1e-13 * scale), (name, np.max(err / np.where(scale > 0, scale, 1)))
+        rel_diag = np.abs(np.diag(val) - diag[:, idx]) / np.where(diag[:, idx] > 0, diag[:, idx], 1)
+        assert np.all(rel_diag <= 1e-14), (name, rel_diag.max())
+        assert np.all(np.isfinite(val))
+
+
+def test_relu_rectangular_against_mpmath(asxp, tonp):
+    x = adversarial_rows(seed=1)
+    y = adversarial_rows(seed=1)[::-1][:7] * 0.5
+    cfg = CONFIGS[3]
+    ref, d1, d2 = _reference(x, y, cfg)
+    got = K.fc(asxp(x), asxp(y), depth=cfg["depth"], W_std=cfg["W"], b_std=cfg["b"])
+    for idx, name in enumerate(("nngp", "ntk")):
+        scale = np.outer(np.sqrt(d1[:, idx]), np.sqrt(d2[:, idx]))
+        assert np.all(np.abs(tonp(getattr(got, name)) - ref[:, :, idx]) <= 1e-13 * scale)
+
+
+def test_float32_accuracy(asxp, tonp, xp):
+    x = adversarial_rows()[:-3].astype(np.float32)  # float32 cannot hold 1e±150
+    cfg = CONFIGS[2]
+    ref, diag, _ = _reference(x.astype(np.float64), x.astype(np.float64), cfg)
+    got = K.fc(asxp(x), depth=cfg["depth"], W_std=cfg["W"], b_std=cfg["b"])
+    assert got.ntk.dtype == xp.float32
+    for idx, name in enumerate(("nngp", "ntk")):
+        scale = np.outer(np.sqrt(diag[:, idx]), np.sqrt(diag[:, idx]))  # no under/overflow at 1e±300
+        assert np.all(np.abs(tonp(getattr(got, name)).astype(np.float64) - ref[:, :, idx]) <= 1e-5 * scale)
+
+
+def test_erf_against_mpmath(asxp, tonp):
+    rng = np.random.default_rng(3)
+    base = rng.normal(size=5)
+    x = np.array([base, _rotate(base, 1e-8, rng), -_rotate(base, 1e-6, rng) * 2, np.zeros(5), rng.normal(size=5) * 3])
+    cfg = dict(depth=2, W=[1.0, 1.5, 0.8], b=[0.0, 0.3, 0.1])
+    ref, diag, _ = _reference(x, x, cfg, "erf")
+    got = K.fc(asxp(x), depth=2, activation="erf", W_std=cfg["W"], b_std=cfg["b"])
+    for idx, name in enumerate(("nngp", "ntk")):
+        scale = np.outer(np.sqrt(diag[:, idx]), np.sqrt(diag[:, idx]))  # no under/overflow at 1e±300
+        assert np.all(np.abs(tonp(getattr(got, name)) - ref[:, :, idx]) <= 1e-13 * scale)
+
+
+# ------------------------------------------------------------------ quadrature route
+
+
+def test_erf_closed_form_equals_quadrature(asxp, tonp):
+    """Gauss–Hermite converges geometrically for the smooth erf: at 128 points it matches to ~1e-12."""
+    rng = np.random.default_rng(4)
+    x = asxp(rng.normal(size=(5, 4)))
+    exact = K.fc(x, depth=2, activation="erf", b_std=0.3)
+    quad = K.fc(x, depth=2, activation="erf", b_std=0.3, method="quadrature", quadrature_points=128)
+    for name in ("nngp", "ntk"):
+        e, q = tonp(getattr(exact, name)), tonp(getattr(quad, name))
+        assert np.max(np.abs(e - q)) <= 1e-11 * np.max(np.abs(e))
+    diag = K.fc_diagonal(x, depth=2, activation="erf", b_std=0.3)
+    assert np.allclose(tonp(diag.ntk), np.diag(tonp(exact.ntk)), rtol=1e-14, atol=0)
+
+
+def test_relu_quadrature_converges_to_closed_form(asxp, tonp):
+    """ReLU's kink limits Gauss–Hermite to algebraic convergence; the NNGP error must halve per doubling."""
+    rng = np.random.default_rng(5)
+    x = asxp(rng.normal(size=(4, 3)))
+    exact = tonp(K.fc(x, depth=1).nngp)
+    errs = [np.max(np.abs(tonp(K.fc(x, depth=1, method="quadrature", quadrature_points=n).nngp) - exact)) for n in (32, 64, 128, 256)]
+    slopes = np.diff(np.log2(errs))
+    assert np.all(slopes < -0.8), (errs, slopes)
+
+
+def test_tanh_quadrature_against_scipy_dblquad(asxp, tonp):
+    """Gauss–Hermite for tanh (analytic, poles at ±iπ/2) converges geometrically; at 256 points it agrees
+    with adaptive 2-D integration (scipy dblquad, error ~1e-13) to 1e-12."""
+    from scipy import integrate
+
+    x = np.array([[1.0, 2.0, -0.5], [0.3, -1.0, 2.0]])
+    g = x @ x.T / 3
+    chol = np.linalg.cholesky(g)
+
+    def expect(f):
+        def integrand(z2, z1):
+            return f(chol[0, 0] * z1) * f(chol[1, 0] * z1 + chol[1, 1] * z2) * np.exp(-(z1 * z1 + z2 * z2) / 2) / (2 * np.pi)
+
+        return integrate.dblquad(integrand, -12, 12, -12, 12, epsabs=1e-14, epsrel=1e-13)[0]
+
+    nngp = expect(np.tanh)
+    ntk = nngp + expect(lambda u: 1 - np.tanh(u) ** 2) * g[0, 1]
+    k = K.fc(asxp(x), depth=1, activation="tanh", quadrature_points=256)
+    assert abs(tonp(k.nngp)[0, 1] - nngp) < 1e-12
+    assert abs(tonp(k.ntk)[0, 1] - ntk) < 1e-12
+    diag = K.fc_diagonal(asxp(x), depth=1, activation="tanh", quadrature_points=256)
+    assert np.allclose(tonp(diag.ntk), np.diag(tonp(k.ntk)), rtol=1e-13, atol=0)
+
+
+# ------------------------------------------------------------------ identities of the seeds
+
+
+def test_seed000_eq63_equals_fc(asxp, tonp):
+    x = adversarial_rows()
+    a = tonp(K.two_layer_relu_ntk(asxp(x)))
+    b = tonp(K.fc(asxp(x), depth=1, W_std=1.0).ntk)
+    scale = np.outer(np.sqrt(np.diag(b)), np.sqrt(np.diag(b)))
+    assert np.all(np.abs(a - b) <= 4 * EPS64 * scale)
+    # and against the formula with h(u) as printed, in mpmath-free float64 on benign rows
+    rng = np.random.default_rng(7)
+    x, y = rng.normal(size=(5, 9)), rng.normal(size=(3, 9))
+    u = (x @ y.T) / np.outer(np.linalg.norm(x, axis=1), np.linalg.norm(y, axis=1))
+    h = 2 * u * (np.pi - np.arccos(u)) + np.sqrt(1 - u**2)
+    printed = np.outer(np.linalg.norm(x, axis=1), np.linalg.norm(y, axis=1)) * h / (2 * np.pi * 9)
+    assert np.allclose(tonp(K.two_layer_relu_ntk(asxp(x), asxp(y))), printed, rtol=1e-13, atol=0)
+
+
+@pytest.mark.parametrize("depth", [0, 1, 2, 3, 5])
+def test_arora_scaling_identities(depth, asxp, tonp):
+    """SPEC §2: Θ_Arora = d·Θ_NT(W = 1, √2, …) and Θ_NT(W = 1) = Θ_Arora/(d·2^L)."""
+    rng = np.random.default_rng(depth)
+    d = 7
+    x, y = asxp(rng.normal(size=(5, d))), asxp(rng.normal(size=(4, d)))
+    ar = tonp(K.arora_ntk(x, y, depth=depth))
+    he = tonp(K.fc(x, y, depth=depth, W_std=[1.0] + [math.sqrt(2.0)] * depth).ntk)
+    ones = tonp(K.fc(x, y, depth=depth, W_std=1.0).ntk)
+    assert np.allclose(ar, d * he, rtol=1e-13, atol=0)
+    assert np.allclose(ones, ar / (d * 2**depth), rtol=1e-13, atol=0)
+
+
+def test_seed002_kernel_identity_and_monte_carlo(asxp, tonp):
+    """K = (r_w²/2)K₁ + (r_u²/2)(K₁+K₂) equals d·[r_w²(Θ − Σ) + r_u²Σ] of fc(depth 1, W = 1), and is the
+    per-neuron expected tangent kernel of f = Σ w_j[u_jᵀx]₊ (Monte Carlo, 4σ band)."""
+    rng = np.random.default_rng(8)
+    d = 5
+    x = rng.normal(size=(4, d))
+    r_w, r_u = 0.7, 1.3
+    Kw = tonp(K.wei_kernel(asxp(x), r_w=r_w, r_u=r_u))
+    k = K.fc(asxp(x), depth=1)
+    ntk, nngp = tonp(k.ntk), tonp(k.nngp)
+    assert np.allclose(Kw, d * (r_w**2 * (ntk - nngp) + r_u**2 * nngp), rtol=1e-13, atol=1e-15)
+    m = 400_000
+    u = rng.normal(size=(m, d)) * r_u
+    w = rng.normal(size=m) * r_w
+    pre = x @ u.T
+    grad_w = np.maximum(pre, 0)  # ∂f/∂w_j
+    grad_u_scale = w * (pre > 0)  # ∂f/∂u_j = w_j 𝟙(u_jᵀx>0) x
+    samples = grad_w[:, None, :] * grad_w[None, :, :] + (x @ x.T)[:, :, None] * grad_u_scale[:, None, :] * grad_u_scale[None, :, :]
+    mc = samples.mean(axis=2)
+    se = samples.std(axis=2) / np.sqrt(m)
+    assert np.all(np.abs(mc - Kw) <= 4 * se + 1e-12)
+
+
+def test_chen_preset(asxp, tonp):
+    rng = np.random.default_rng(9)
+    x = asxp(rng.normal(size=(4, 6)))
+    assert np.array_equal(tonp(K.chen_ntk(x, depth=1)), tonp(K.fc(x, depth=1, W_std=1.0, get="ntk").ntk))
+
+
+# ------------------------------------------------------------------ structural properties
+
+
+def test_relu_diagonal_closed_form(asxp, tonp):
+    """W = 1, no bias: Σ⁽ʰ⁾(x,x) = ‖x‖²/(d 2ʰ) and Θ⁽ᴸ⁾(x,x) = (L+1)‖x‖²/(d 2ᴸ); with He scaling (W = √2
+    after the input layer) the NNGP diagonal of unit inputs stays 1/d at every depth."""
+    rng = np.random.default_rng(10)
+    x = rng.normal(size=(6, 8))
+    x[0] = 0.0
+    sq = np.sum(x**2, axis=1)
+    for L in range(0, 5):
+        full = K.fc(asxp(x), depth=L)
+        diag = K.fc_diagonal(asxp(x), depth=L)
+        expect_nngp, expect_ntk = sq / (8 * 2**L), (L + 1) * sq / (8 * 2**L)
+        for got_n, got_t in ((np.diag(tonp(full.nngp)), np.diag(tonp(full.ntk))), (tonp(diag.nngp), tonp(diag.ntk))):
+            assert np.allclose(got_n, expect_nngp, rtol=1e-14, atol=0)  # the diagonal requirement of issue 2
+            assert np.allclose(got_t, expect_ntk, rtol=1e-14, atol=0)
+        unit = x[1:] / np.linalg.norm(x[1:], axis=1, keepdims=True)
+        he = tonp(K.fc_diagonal(asxp(unit), depth=L, W_std=[1.0] + [math.sqrt(2)] * L).nngp)
+        assert np.allclose(he, 1 / 8, rtol=1e-14, atol=0)
+
+
+def test_zero_rows_have_zero_kernel_without_bias(asxp, tonp):
+    rng = np.random.default_rng(11)
+    x = rng.normal(size=(3, 4))
+    x[1] = 0
+    for act in ("relu", "erf", "tanh"):
+        k = K.fc(asxp(x), depth=2, activation=act)
+        ntk = tonp(k.ntk)
+        assert np.all(ntk[1] == 0) and np.all(ntk[:, 1] == 0)
+        assert np.all(np.isfinite(ntk))
+    kb = tonp(K.fc(asxp(x), depth=2, b_std=0.5).ntk)  # with bias: finite, positive diagonal
+    assert np.all(np.isfinite(kb)) and kb[1, 1] > 0
+
+
+def test_exact_symmetry_psd_and_transpose(asxp, tonp):
+    rng = np.random.default_rng(12)
+    x = rng.normal(size=(37, 5))
+    x[5] = x[3]
+    k = K.fc(asxp(x), depth=3, b_std=0.2, block_size=8)
+    for name in ("nngp", "ntk"):
+        a = tonp(getattr(k, name))
+        assert np.array_equal(a, a.T)
+        w = np.linalg.eigvalsh(a)
+        assert w.min() >= -37 * EPS64 * np.abs(w).max()
+    y = rng.normal(size=(11, 5))
+    kxy = tonp(K.fc(asxp(x), asxp(y), depth=3, b_std=0.2).ntk)
+    kyx = tonp(K.fc(asxp(y), asxp(x), depth=3, b_std=0.2).ntk)
+    assert np.allclose(kxy, kyx.T, rtol=1e-14, atol=0)
+
+
+def test_blocking_does_not_change_values(asxp, tonp):
+    rng = np.random.default_rng(13)
+    x = rng.normal(size=(23, 4))
+    big = tonp(K.fc(asxp(x), depth=2, block_size=1000).ntk)
+    scale = np.outer(np.sqrt(np.diag(big)), np.sqrt(np.diag(big)))
+    for bs in (1, 5, 7):
+        small = tonp(K.fc(asxp(x), depth=2, block_size=bs).ntk)
+        # blocks only change the BLAS summation order of x·x': differences stay at rounding level
+        assert np.all(np.abs(small - big) <= 16 * EPS64 * scale)
+        assert np.array_equal(small, small.T)
+
+
+@settings(max_examples=20)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(1, 6),
+    d=st.integers(1, 5),
+    depth=st.integers(0, 3),
+    log_c=st.floats(-30, 30),
+)
+def test_positive_homogeneity(seed, n, d, depth, log_c, asxp, tonp):
+    """Without bias, ReLU kernels are 2-homogeneous in the pair: K(cx, x') = c·K(x, x') for c > 0
+    (exactly for powers of two, to rounding otherwise)."""
+    rng = np.random.default_rng(seed)
+    x, y = rng.normal(size=(n, d)), rng.normal(size=(3, d))
+    base = tonp(K.fc(asxp(x), asxp(y), depth=depth).ntk)
+    c2 = 2.0 ** round(log_c)
+    assert np.array_equal(tonp(K.fc(asxp(c2 * x), asxp(y), depth=depth).ntk), c2 * base)
+    c = math.exp(log_c)
+    scaled = tonp(K.fc(asxp(c * x), asxp(y), depth=depth).ntk)
+    scale = np.sqrt(np.outer(np.sum(x**2, 1), np.sum(y**2, 1))) / d
+    assert np.all(np.abs(scaled - c * base) <= 64 * EPS64 * c * scale)
+
+
+def test_numpy_and_strict_inputs_agree():
+    """The same inputs as NumPy and as array_api_strict arrays give the same kernel (≤ 1e-14 relative)."""
+    xps = pytest.importorskip("array_api_strict")
+    import array_api_compat.numpy as xnp
+
+    from ntkref import to_numpy
+
+    x = adversarial_rows()
+    a = to_numpy(K.fc(xnp.asarray(x), depth=3, b_std=0.1).ntk)
+    b = to_numpy(K.fc(xps.asarray(x), depth=3, b_std=0.1).ntk)
+    scale = np.outer(np.sqrt(np.diag(a)), np.sqrt(np.diag(a)))
+    assert np.all(np.abs(a - b) <= 1e-14 * scale)
+
+
+# ------------------------------------------------------------------ bad input
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(depth=-1), "depth"),
+        (dict(depth=1.5), "depth"),
+        (dict(W_std=-1.0), "W_std"),
+        (dict(b_std=float("nan")), "b_std"),
+        (dict(W_std=[1.0, 2.0, 3.0]), "W_std"),
+        (dict(activation="softplus"), "activation"),
+        (dict(get="cov"), "get"),
+        (dict(method="mc"), "method"),
+        (dict(quadrature_points=1000), "quadrature_points"),
+        (dict(block_size=0), "block_size"),
+    ],
+)
+def test_bad_parameters(kwargs, match, asxp):
+    x = asxp(np.ones((2, 3)))
+    with pytest.raises(InvalidParameterError, match=match):
+        K.fc(x, **kwargs)
+
+
+def test_bad_arrays(asxp):
+    with pytest.raises(InvalidParameterError, match="x1"):
+        K.fc(asxp(np.ones(3)))
+    with pytest.raises(InvalidParameterError, match="features"):
+        K.fc(asxp(np.ones((2, 3))), asxp(np.ones((2, 4))))
+    bad = np.ones((2, 3))
+    bad[0, 1] = np.nan
+    with pytest.raises(InvalidParameterError, match="NaN"):
+        K.fc(asxp(bad))
+    bad[0, 1] = np.inf
+    with pytest.raises(InvalidParameterError, match="x2"):
+        K.fc(asxp(np.ones((2, 3))), asxp(bad))
+    with pytest.raises(InvalidParameterError, match="x1"):
+        K.two_layer_relu_ntk(asxp(np.ones((2, 3, 1))))
