@@ -1,0 +1,345 @@
+r"""Finite-width convolutional ReLU networks, without autograd (seed 004, CNN).
+
+The finite network whose infinite-width tangent kernel is
+:func:`ntkref.kernels.cntk` (seed 004, Section 4 CNN-V / CNN-GAP, NTK
+parameterization of eq. (5) with c_σ moved into ``W_std``):
+
+.. math::
+
+    z_ℓ[p, o] = \frac{W_{std,ℓ}}{\sqrt{C_{ℓ-1} q^2}}
+                \sum_{a,b=-r}^{r}\sum_{c} W_ℓ[o, c, a+r, b+r]\, h_{ℓ-1}[p + (a, b), c]
+                + b_{std,ℓ}\, b_ℓ[o],\qquad h_ℓ = \mathrm{relu}(z_ℓ),
+
+for ℓ = 1..L (``depth``), h₀ = x, SAME zero padding (h = 0 outside the
+image), stride 1, r = (q−1)/2; this is cross-correlation with PyTorch's weight
+layout (C_out, C_in, q, q).  Readout:
+
+- ``"gap"``: f = (W_{std,L+1}/√C_L) · mean_p h_L[p, :] · w + b_{std,L+1} b;
+- ``"flatten"``: f = (W_{std,L+1}/√(C_L·H·W)) · vec(h_L) · w + b_{std,L+1} b,
+  vec in (C, H, W) order (PyTorch's ``flatten`` of NCHW).
+
+All weights and biases are i.i.d. N(0, 1); ``b_std = 0`` means no bias
+parameters.  Forward, Jacobian (per layer, by hand-written backpropagation
+through the convolutions) and the empirical tangent kernel
+Θ̂(w; x, x′) = ⟨∇_w f(w, x), ∇_w f(w, x′)⟩ (seed 000 Def. 2.1, seed 004
+eq. (1) without the expectation) are written out; relu′(0) = 0.  As every
+width → ∞, Θ̂ → ``cntk(depth=L, readout, filter_size=q, W_std, b_std).ntk``
+and the law of f → N(0, nngp) (tested by Monte Carlo).
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+from .._backend import default_namespace, device_of, namespace
+from .._validation import InvalidParameterError, check_array, check_int, check_option, check_real
+
+__all__ = ["ConvNet"]
+
+_CALLER = "ConvNet"
+
+
+def _zero_pad(a, axis, width, xp):
+    if width == 0:
+        return a
+    shape = list(a.shape)
+    shape[axis] = width
+    zeros = xp.zeros(tuple(shape), dtype=a.dtype, device=device_of(a))
+    return xp.concat([zeros, a, zeros], axis=axis)
+
+
+def _pad_hw(a, r, xp):
+    """Zero-pad the two spatial axes (1, 2) of an (N, H, W, C) array by r."""
+    return _zero_pad(_zero_pad(a, 1, r, xp), 2, r, xp)
+
+
+def _per_layer(value, name, n):
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        vals = [value] * n
+    else:
+        vals = list(value)
+        if len(vals) != n:
+            raise InvalidParameterError(
+                f"The {name!r} parameter of {_CALLER} must be a number or one value per layer "
+                f"including the readout ({n}). Got {len(vals)} values."
+            )
+    return tuple(check_real(v, name, caller=_CALLER, low=0.0) for v in vals)
+
+
+class ConvNet:
+    """A ReLU CNN (q×q SAME convolutions, stride 1) with a scalar readout, NTK parameterization.
+
+    Parameters
+    ----------
+    in_channels : int
+        Channels C of the input images (N, C, H, W).
+    channels : int or sequence of ``depth`` ints
+        Width (number of channels) of every conv layer.
+    depth : int ≥ 1
+        Number of conv + ReLU layers L.
+    filter_size : odd int ≥ 1
+        q.
+    readout : {"gap", "flatten"}
+        Global average pooling then dense, or flatten then dense (fan-in C·H·W).
+    W_std, b_std : float ≥ 0 or sequence of depth + 1 floats
+        Per conv layer and readout; ``b_std = 0`` means no bias parameters.
+    spatial_shape : (H, W), optional
+        Image size; required for ``readout="flatten"`` (the readout's fan-in).
+
+    Parameters of the network (``params``) are a list of ``(W, b)`` per layer:
+    conv ``W`` of shape (C_out, C_in, q, q), ``b`` of shape (C_out,) or
+    ``None``; the readout ``W`` of shape (fan_in, 1), ``b`` of shape (1,) or
+    ``None`` — the layout of :class:`ntkref.nets.FullyConnected`.
+    """
+
+    def __init__(
+        self,
+        in_channels,
+        channels,
+        depth,
+        *,
+        filter_size=3,
+        readout="gap",
+        W_std=1.0,
+        b_std=0.0,
+        spatial_shape=None,
+    ):
+        self.in_channels = check_int(in_channels, "in_channels", caller=_CALLER, low=1)
+        self.depth = check_int(depth, "depth", caller=_CALLER, low=1)
+        if isinstance(channels, numbers.Integral) and not isinstance(channels, bool):
+            widths = [channels] * self.depth
+        else:
+            widths = list(channels)
+            if len(widths) != self.depth:
+                raise InvalidParameterError(
+                    f"The 'channels' parameter of {_CALLER} must be an int or {self.depth} ints. Got {channels!r}."
+                )
+        self.channels = tuple(check_int(c, "channels", caller=_CALLER, low=1) for c in widths)
+        self.filter_size = check_int(filter_size, "filter_size", caller=_CALLER, low=1)
+        if self.filter_size % 2 == 0:
+            raise InvalidParameterError(
+                f"The 'filter_size' parameter of {_CALLER} must be odd (SAME padding); got {filter_size}."
+            )
+        self.readout = check_option(readout, "readout", ("gap", "flatten"), caller=_CALLER)
+        self.W_std = _per_layer(W_std, "W_std", self.depth + 1)
+        self.b_std = _per_layer(b_std, "b_std", self.depth + 1)
+        if spatial_shape is not None:
+            if len(tuple(spatial_shape)) != 2:
+                raise InvalidParameterError(
+                    f"The 'spatial_shape' parameter of {_CALLER} must be (H, W); got {spatial_shape!r}."
+                )
+            spatial_shape = tuple(check_int(s, "spatial_shape", caller=_CALLER, low=1) for s in spatial_shape)
+        elif self.readout == "flatten":
+            raise InvalidParameterError(
+                f"The 'spatial_shape' parameter of {_CALLER} is required with readout='flatten' "
+                "(the dense readout's fan-in is C·H·W)."
+            )
+        self.spatial_shape = spatial_shape
+        self.fan_in = tuple(c * self.filter_size**2 for c in (self.in_channels,) + self.channels[:-1])
+        if self.readout == "gap":
+            self.fan_in += (self.channels[-1],)
+        else:
+            self.fan_in += (self.channels[-1] * spatial_shape[0] * spatial_shape[1],)
+
+    def __repr__(self):
+        return (
+            f"ConvNet(in_channels={self.in_channels}, channels={list(self.channels)}, depth={self.depth}, "
+            f"filter_size={self.filter_size}, readout={self.readout!r}, W_std={list(self.W_std)}, "
+            f"b_std={list(self.b_std)}, spatial_shape={self.spatial_shape})"
+        )
+
+    # ------------------------------------------------------------ parameters
+    def param_shapes(self):
+        """Shapes of (W, b) per layer (b's shape ``None`` when there is no bias)."""
+        q = self.filter_size
+        shapes = []
+        c_in = self.in_channels
+        for ell, c_out in enumerate(self.channels):
+            shapes.append(((c_out, c_in, q, q), (c_out,) if self.b_std[ell] > 0 else None))
+            c_in = c_out
+        shapes.append(((self.fan_in[-1], 1), (1,) if self.b_std[-1] > 0 else None))
+        return shapes
+
+    @property
+    def n_params(self):
+        return sum(math.prod(w) + (math.prod(b) if b is not None else 0) for w, b in self.param_shapes())
+
+    def init(self, seed, *, xp=None, dtype=None):
+        """Draw every weight and bias i.i.d. N(0, 1) from ``numpy.random.default_rng(seed)``.
+
+        Host-side draw in float64 (reproducible across backends), moved to
+        ``xp`` (default: the ``NTKREF_BACKEND`` namespace); order W₁, b₁, …,
+        readout last.
+        """
+        rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+        xp = default_namespace() if xp is None else xp
+        dtype = xp.float64 if dtype is None else dtype
+        params = []
+        for w_shape, b_shape in self.param_shapes():
+            W = xp.asarray(rng.standard_normal(w_shape), dtype=dtype)
+            b = xp.asarray(rng.standard_normal(b_shape), dtype=dtype) if b_shape is not None else None
+            params.append((W, b))
+        return params
+
+    # ---------------------------------------------------------------- checks
+    def _check(self, params, x, name="x"):
+        if len(params) != self.depth + 1:
+            raise InvalidParameterError(
+                f"params has {len(params)} layers; this network has {self.depth + 1} (depth + readout)."
+            )
+        xp = namespace(params[0][0], x)
+        x = check_array(x, name, caller=_CALLER, ndim=4, xp=xp, dtype=params[0][0].dtype)
+        if x.shape[1] != self.in_channels:
+            raise InvalidParameterError(
+                f"The {name!r} parameter of {_CALLER} has {x.shape[1]} channels; the network expects "
+                f"in_channels = {self.in_channels} (images are (N, C, H, W))."
+            )
+        if self.spatial_shape is not None and tuple(x.shape[2:]) != self.spatial_shape:
+            raise InvalidParameterError(
+                f"The {name!r} parameter of {_CALLER} has spatial shape {tuple(x.shape[2:])}; the network "
+                f"was built for {self.spatial_shape}."
+            )
+        for ell, ((W, b), (w_shape, b_shape)) in enumerate(zip(params, self.param_shapes())):
+            if tuple(W.shape) != w_shape:
+                raise InvalidParameterError(f"params[{ell}] weight has shape {tuple(W.shape)}; expected {w_shape}.")
+            if (b is None) != (b_shape is None):
+                raise InvalidParameterError(f"params[{ell}] bias must be {'None' if b_shape is None else 'present'}.")
+            if b is not None and tuple(b.shape) != b_shape:
+                raise InvalidParameterError(f"params[{ell}] bias has shape {tuple(b.shape)}; expected {b_shape}.")
+        return xp, x
+
+    def _scale(self, ell):
+        return self.W_std[ell] / math.sqrt(self.fan_in[ell])
+
+    # --------------------------------------------------------------- forward
+    def _forward(self, params, x, xp):
+        """Padded inputs of every conv layer, pre-activations, and the readout features."""
+        q, r = self.filter_size, self.filter_size // 2
+        h = xp.permute_dims(x, (0, 2, 3, 1))  # channels last: (N, H, W, C)
+        n, height, width, _ = h.shape
+        padded_inputs, zs = [], []
+        for ell in range(self.depth):
+            W, b = params[ell]
+            padded = _pad_hw(h, r, xp)
+            z = None
+            for a in range(q):
+                for c in range(q):
+                    window = padded[:, a : a + height, c : c + width, :]
+                    term = window @ xp.permute_dims(W[:, :, a, c], (1, 0))
+                    z = term if z is None else z + term
+            z = self._scale(ell) * z
+            if b is not None:
+                z = z + self.b_std[ell] * b
+            padded_inputs.append(padded)
+            zs.append(z)
+            h = xp.maximum(z, xp.zeros_like(z))
+        if self.readout == "gap":
+            features = xp.mean(h, axis=(1, 2))
+        else:
+            features = xp.reshape(xp.permute_dims(h, (0, 3, 1, 2)), (n, -1))
+        return padded_inputs, zs, features
+
+    def apply(self, params, x):
+        """Network outputs f(w, x), shape (N,), for images x of shape (N, C, H, W)."""
+        xp, x = self._check(params, x)
+        _, _, features = self._forward(params, x, xp)
+        W, b = params[-1]
+        f = self._scale(self.depth) * (features @ W)[:, 0]
+        if b is not None:
+            f = f + self.b_std[-1] * b[0]
+        return f
+
+    # -------------------------------------------------------------- backward
+    def jacobian(self, params, x, *, flat=False):
+        """∇_w f(w, x) for every image, by hand-written backpropagation.
+
+        Returns a list of ``(dW, db)`` per layer, shaped like ``params`` with a
+        leading axis of length N (``db`` is ``None`` without bias), or with
+        ``flat=True`` an (N, n_params) array in the order W₁ (row-major), b₁,
+        …, readout W, readout b.
+        """
+        xp, x = self._check(params, x)
+        padded_inputs, zs, features = self._forward(params, x, xp)
+        q, r = self.filter_size, self.filter_size // 2
+        n = x.shape[0]
+        height, width = x.shape[2], x.shape[3]
+        dtype, device = features.dtype, device_of(features)
+        grads = [None] * (self.depth + 1)
+        W_out, b_out = params[-1]
+        scale = self._scale(self.depth)
+        grads[-1] = (
+            scale * features[:, :, None],
+            self.b_std[-1] * xp.ones((n, 1), dtype=dtype, device=device) if b_out is not None else None,
+        )
+        # ∂f/∂h_L, channels last (N, H, W, C)
+        c_last = self.channels[-1]
+        if self.readout == "gap":
+            per_pixel = (scale / (height * width)) * W_out[:, 0]
+            delta_h = xp.broadcast_to(per_pixel, (n, height, width, c_last))
+        else:
+            w_chw = xp.reshape(W_out[:, 0], (c_last, height, width))
+            delta_h = xp.broadcast_to(scale * xp.permute_dims(w_chw, (1, 2, 0)), (n, height, width, c_last))
+        for ell in range(self.depth - 1, -1, -1):
+            W, b = params[ell]
+            scale = self._scale(ell)
+            z = zs[ell]
+            delta_z = delta_h * xp.astype(z > 0, dtype)  # relu'(0) = 0
+            c_out = z.shape[-1]
+            c_in = W.shape[1]
+            dz_flat = xp.permute_dims(xp.reshape(delta_z, (n, height * width, c_out)), (0, 2, 1))
+            padded = padded_inputs[ell]
+            rows = []
+            for a in range(q):
+                cols = []
+                for c in range(q):
+                    window = xp.reshape(padded[:, a : a + height, c : c + width, :], (n, height * width, c_in))
+                    cols.append(scale * (dz_flat @ window))  # (N, C_out, C_in)
+                rows.append(xp.stack(cols, axis=-1))
+            dW = xp.stack(rows, axis=-2)  # (N, C_out, C_in, q, q)
+            db = self.b_std[ell] * xp.sum(delta_z, axis=(1, 2)) if b is not None else None
+            grads[ell] = (dW, db)
+            if ell > 0:
+                # transpose convolution: input pixel p + (a − r, c − r) fed output p through W[:, :, a, c]
+                back = None
+                for a in range(q):
+                    for c in range(q):
+                        g = _pad_hw(delta_z @ W[:, :, a, c], r, xp)
+                        part = g[:, 2 * r - a : 2 * r - a + height, 2 * r - c : 2 * r - c + width, :]
+                        back = part if back is None else back + part
+                delta_h = scale * back
+        if not flat:
+            return grads
+        blocks = []
+        for dW, db in grads:
+            blocks.append(xp.reshape(dW, (n, -1)))
+            if db is not None:
+                blocks.append(xp.reshape(db, (n, -1)))
+        return xp.concat(blocks, axis=1)
+
+    def empirical_ntk(self, params, x1, x2=None, *, per_layer=False):
+        """Θ̂(w; x1, x2) = J(x1) J(x2)ᵀ (seed 000 Def. 2.1), shape (n1, n2).
+
+        ``per_layer=True`` returns an array of shape (depth + 1, n1, n2): the
+        contribution of each layer's parameters (conv layers, then readout),
+        whose sum is Θ̂.  With ``x2=None`` the result is exactly symmetric.
+        """
+        g1 = self.jacobian(params, x1)
+        g2 = g1 if x2 is None else self.jacobian(params, x2)
+        xp = namespace(g1[0][0])
+        terms = []
+        for (w1, b1), (w2, b2) in zip(g1, g2):
+            n1, n2 = w1.shape[0], w2.shape[0]
+            t = xp.reshape(w1, (n1, -1)) @ xp.permute_dims(xp.reshape(w2, (n2, -1)), (1, 0))
+            if b1 is not None:
+                t = t + xp.reshape(b1, (n1, -1)) @ xp.permute_dims(xp.reshape(b2, (n2, -1)), (1, 0))
+            if x2 is None:
+                t = (t + xp.permute_dims(t, (1, 0))) / 2.0
+            terms.append(t)
+        if per_layer:
+            return xp.stack(terms, axis=0)
+        total = terms[0]
+        for t in terms[1:]:
+            total = total + t
+        return total

@@ -1,0 +1,224 @@
+r"""Finite-width fully connected ReLU networks, without autograd.
+
+NTK parameterisation (SPEC §2, seed 000 §2, seed 004 eq. (5) with c_σ moved
+into W_std): weights and biases i.i.d. N(0, 1), and for layers ℓ = 0, …, L
+(L = ``depth`` hidden layers, layer L the scalar readout)
+
+.. math::
+
+    z_ℓ = \frac{W_{std,ℓ}}{\sqrt{n_{ℓ}}}\, h_{ℓ} W_ℓ + b_{std,ℓ}\, b_ℓ,\qquad
+    h_0 = x,\ h_{ℓ+1} = \mathrm{relu}(z_ℓ),\qquad f(x) = z_L,
+
+with n_ℓ the fan-in.  The forward, the Jacobian and the backward pass
+(vector–Jacobian product) are written by hand; relu'(0) = 0.
+
+The empirical tangent kernel (seed 000 Def. 2.1) is
+Θ̂(w; x, x') = ⟨∇_w f(w, x), ∇_w f(w, x')⟩, computed layer by layer:
+
+.. math::
+
+    Θ̂ = \sum_ℓ \Big(\frac{W_{std,ℓ}^2}{n_ℓ} ⟨h_ℓ(x), h_ℓ(x')⟩ + b_{std,ℓ}^2\Big)
+          ⟨δ_ℓ(x), δ_ℓ(x')⟩,\qquad δ_ℓ = ∂f/∂z_ℓ,
+
+which equals J Jᵀ (tested) without forming the n × P Jacobian.  As the width
+m → ∞, Θ̂ → ``ntkref.kernels.fc(depth=L, W_std, b_std).ntk`` with
+fluctuations O(1/√m).
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+import array_api_compat
+import numpy as np
+
+from .._backend import default_namespace, namespace
+from .._validation import InvalidParameterError, check_array, check_int, check_real
+
+__all__ = ["FullyConnected", "empirical_ntk"]
+
+
+def _per_layer(value, name, n):
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        vals = [value] * n
+    else:
+        vals = list(value)
+        if len(vals) != n:
+            raise InvalidParameterError(
+                f"The {name!r} parameter of FullyConnected must be a number or one value per layer "
+                f"including the readout ({n}). Got {len(vals)} values."
+            )
+    return tuple(check_real(v, name, caller="FullyConnected", low=0.0) for v in vals)
+
+
+class FullyConnected:
+    """A fully connected ReLU network in NTK parameterisation with a scalar output.
+
+    Parameters
+    ----------
+    d_in : int
+        Input dimension d.
+    width : int or sequence of int
+        Hidden widths (one int for all ``depth`` hidden layers).
+    depth : int ≥ 1
+        Number of hidden layers L.
+    W_std, b_std : float or sequence of depth + 1 floats
+        As in :func:`ntkref.kernels.fc`; ``b_std = 0`` means no bias
+        parameters at all.
+
+    Parameters of the network (``params``) are a list of ``(W, b)`` per layer,
+    ``W`` of shape (fan_in, fan_out), ``b`` of shape (fan_out,) or ``None``.
+    """
+
+    def __init__(self, d_in, width, depth=1, *, W_std=1.0, b_std=0.0):
+        self.d_in = check_int(d_in, "d_in", caller="FullyConnected", low=1)
+        self.depth = check_int(depth, "depth", caller="FullyConnected", low=1)
+        if isinstance(width, numbers.Integral) and not isinstance(width, bool):
+            widths = [width] * self.depth
+        else:
+            widths = list(width)
+            if len(widths) != self.depth:
+                raise InvalidParameterError(
+                    f"The 'width' parameter of FullyConnected must be an int or {self.depth} ints. Got {width!r}."
+                )
+        self.widths = tuple(check_int(w, "width", caller="FullyConnected", low=1) for w in widths)
+        self.W_std = _per_layer(W_std, "W_std", self.depth + 1)
+        self.b_std = _per_layer(b_std, "b_std", self.depth + 1)
+        self.fan_in = (self.d_in,) + self.widths
+        self.fan_out = self.widths + (1,)
+
+    def __repr__(self):
+        return (
+            f"FullyConnected(d_in={self.d_in}, width={list(self.widths)}, depth={self.depth}, "
+            f"W_std={list(self.W_std)}, b_std={list(self.b_std)})"
+        )
+
+    @property
+    def n_params(self):
+        return sum(i * o + (o if b > 0 else 0) for i, o, b in zip(self.fan_in, self.fan_out, self.b_std))
+
+    def init(self, seed, *, xp=None, dtype=None):
+        """Draw parameters: every weight and bias i.i.d. N(0, 1), from ``numpy.random.default_rng(seed)``.
+
+        The draw is made on the host in float64 (reproducible across backends) and moved to ``xp``
+        (default: the ``NTKREF_BACKEND`` namespace).
+        """
+        rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+        xp = default_namespace() if xp is None else xp
+        dtype = xp.float64 if dtype is None else dtype
+        params = []
+        for fi, fo, bs in zip(self.fan_in, self.fan_out, self.b_std):
+            W = xp.asarray(rng.standard_normal((fi, fo)), dtype=dtype)
+            b = xp.asarray(rng.standard_normal(fo), dtype=dtype) if bs > 0 else None
+            params.append((W, b))
+        return params
+
+    # ---------------------------------------------------------------- checks
+    def _check(self, params, x, name="x"):
+        if len(params) != self.depth + 1:
+            raise InvalidParameterError(
+                f"params has {len(params)} layers; this network has {self.depth + 1} (depth + readout)."
+            )
+        xp = namespace(params[0][0], x)
+        x = check_array(x, name, caller="FullyConnected", ndim=2, xp=xp, dtype=params[0][0].dtype)
+        if x.shape[1] != self.d_in:
+            raise InvalidParameterError(f"{name} has {x.shape[1]} features; the network expects d_in = {self.d_in}.")
+        for ell, ((W, b), fi, fo, bs) in enumerate(zip(params, self.fan_in, self.fan_out, self.b_std)):
+            if tuple(W.shape) != (fi, fo):
+                raise InvalidParameterError(f"params[{ell}] weight has shape {tuple(W.shape)}; expected {(fi, fo)}.")
+            if (b is None) != (bs == 0):
+                raise InvalidParameterError(f"params[{ell}] bias must be {'None' if bs == 0 else 'present'}.")
+            if b is not None and tuple(b.shape) != (fo,):
+                raise InvalidParameterError(f"params[{ell}] bias has shape {tuple(b.shape)}; expected {(fo,)}.")
+        return xp, x
+
+    # --------------------------------------------------------------- forward
+    def _forward(self, params, x, xp):
+        hs, zs = [x], []
+        h = x
+        for ell, (W, b) in enumerate(params):
+            z = (self.W_std[ell] / math.sqrt(self.fan_in[ell])) * (h @ W)
+            if b is not None:
+                z = z + self.b_std[ell] * b
+            zs.append(z)
+            if ell < self.depth:
+                h = xp.maximum(z, xp.zeros_like(z))
+                hs.append(h)
+        return hs, zs
+
+    def apply(self, params, x):
+        """Network outputs f(w, x), shape (n,)."""
+        xp, x = self._check(params, x)
+        _, zs = self._forward(params, x, xp)
+        return zs[-1][:, 0]
+
+    def _deltas(self, params, zs, xp):
+        """δ_ℓ = ∂f/∂z_ℓ per sample, for ℓ = 0..L (shapes (n, fan_out_ℓ))."""
+        n = zs[0].shape[0]
+        delta = xp.ones((n, 1), dtype=zs[0].dtype, device=array_api_compat.device(zs[0]))
+        deltas = [delta]
+        for ell in range(self.depth, 0, -1):
+            W = params[ell][0]
+            back = (self.W_std[ell] / math.sqrt(self.fan_in[ell])) * (delta @ xp.matrix_transpose(W))
+            delta = back * xp.astype(zs[ell - 1] > 0, back.dtype)
+            deltas.append(delta)
+        return deltas[::-1]
+
+    def features(self, params, x):
+        """Per-layer (activations h_ℓ, backprop signals δ_ℓ), the factors of Θ̂ and of J."""
+        xp, x = self._check(params, x)
+        hs, zs = self._forward(params, x, xp)
+        return hs, self._deltas(params, zs, xp), xp
+
+    def jacobian(self, params, x):
+        """∇_w f(w, x) for every sample, shape (n, n_params).
+
+        Parameter order: W₀ (row-major), b₀ (if any), W₁, b₁, …, readout last.
+        """
+        hs, deltas, xp = self.features(params, x)
+        n = hs[0].shape[0]
+        blocks = []
+        for ell in range(self.depth + 1):
+            c = self.W_std[ell] / math.sqrt(self.fan_in[ell])
+            outer = c * (hs[ell][:, :, None] * deltas[ell][:, None, :])
+            blocks.append(xp.reshape(outer, (n, -1)))
+            if params[ell][1] is not None:
+                blocks.append(self.b_std[ell] * deltas[ell])
+        return xp.concat(blocks, axis=1)
+
+    def vjp(self, params, x, cotangent):
+        """Σᵢ cᵢ ∇_w f(w, xᵢ) as a params-shaped list of ``(dW, db)`` (the backward pass)."""
+        hs, deltas, xp = self.features(params, x)
+        c_vec = check_array(cotangent, "cotangent", caller="FullyConnected.vjp", ndim=1, xp=xp, shape=(hs[0].shape[0],))
+        grads = []
+        for ell in range(self.depth + 1):
+            c = self.W_std[ell] / math.sqrt(self.fan_in[ell])
+            weighted = deltas[ell] * c_vec[:, None]
+            dW = c * (xp.matrix_transpose(hs[ell]) @ weighted)
+            db = self.b_std[ell] * xp.sum(weighted, axis=0) if params[ell][1] is not None else None
+            grads.append((dW, db))
+        return grads
+
+    def empirical_ntk(self, params, x1, x2=None):
+        """Θ̂(w; x1, x2) = J(x1) J(x2)ᵀ computed layer by layer, shape (n1, n2)."""
+        h1, d1, xp = self.features(params, x1)
+        if x2 is None:
+            h2, d2 = h1, d1
+        else:
+            h2, d2, _ = self.features(params, x2)
+        out = None
+        for ell in range(self.depth + 1):
+            c2 = self.W_std[ell] ** 2 / self.fan_in[ell]
+            hh = c2 * (h1[ell] @ xp.matrix_transpose(h2[ell]))
+            if params[ell][1] is not None:
+                hh = hh + self.b_std[ell] ** 2
+            term = hh * (d1[ell] @ xp.matrix_transpose(d2[ell]))
+            out = term if out is None else out + term
+        if x2 is None:
+            out = xp.triu(out) + xp.matrix_transpose(xp.triu(out, k=1))
+        return out
+
+
+def empirical_ntk(net, params, x1, x2=None):
+    """Empirical tangent kernel Θ̂(w; x1, x2) of ``net`` at ``params`` (seed 000 Def. 2.1)."""
+    return net.empirical_ntk(params, x1, x2)
