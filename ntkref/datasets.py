@@ -1,0 +1,98 @@
+"""Data loading: IDX files (the MNIST format), without pickling.
+
+:func:`load_idx` reads one IDX file (raw or gzip-compressed), checking the
+magic number, the element type and the size; :func:`load_mnist` reads an
+image/label pair and :func:`binary_digits` makes the seed-000 task (digits 0
+vs 1 with labels −1/+1, pixels scaled to [0, 1], flattened to 784 features,
+no other normalisation — as the official code).
+"""
+from __future__ import annotations
+
+import gzip
+import os
+import struct
+
+import numpy as np
+
+from ._validation import InvalidParameterError
+
+__all__ = ["load_idx", "load_mnist", "binary_digits", "IDXFormatError"]
+
+_TYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: np.dtype(">i2"), 0x0C: np.dtype(">i4"), 0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8")}
+
+
+class IDXFormatError(InvalidParameterError):
+    """A file is not a well-formed IDX file."""
+
+
+def load_idx(path):
+    """Read an IDX file (optionally gzip-compressed) into a NumPy array.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` does not exist.
+    IDXFormatError
+        Bad magic number, unknown element type, or a size that does not match
+        the header.
+    """
+    path = os.fspath(path)
+    with open(path, "rb") as fh:
+        head = fh.read(2)
+        fh.seek(0)
+        raw = gzip.decompress(fh.read()) if head == b"\x1f\x8b" else fh.read()
+    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0:
+        raise IDXFormatError(f"{path}: not an IDX file (the first two bytes of the magic number must be zero).")
+    code, ndim = raw[2], raw[3]
+    if code not in _TYPES:
+        raise IDXFormatError(f"{path}: unknown IDX element type 0x{code:02x}.")
+    if ndim == 0 or len(raw) < 4 + 4 * ndim:
+        raise IDXFormatError(f"{path}: truncated header ({ndim} dimensions).")
+    shape = struct.unpack(f">{ndim}I", raw[4 : 4 + 4 * ndim])
+    dtype = np.dtype(_TYPES[code])
+    expected = int(np.prod(shape)) * dtype.itemsize
+    body = raw[4 + 4 * ndim :]
+    if len(body) != expected:
+        raise IDXFormatError(f"{path}: header says shape {shape} ({expected} bytes of data) but the file has {len(body)}.")
+    return np.frombuffer(body, dtype=dtype).reshape(shape).astype(dtype.newbyteorder("="))
+
+
+_IMAGE_NAMES = ("images-idx3-ubyte", "train-images-idx3-ubyte", "t10k-images-idx3-ubyte")
+
+
+def _find(directory, stem):
+    for suffix in (".gz", ""):
+        p = os.path.join(directory, stem + suffix)
+        if os.path.exists(p):
+            return p
+    return None
+
+
+def load_mnist(directory, split=None):
+    """Images (n, 28, 28) uint8 and labels (n,) from ``directory``.
+
+    ``split=None`` reads ``images-idx3-ubyte[.gz]``/``labels-idx1-ubyte[.gz]``
+    (a subset as shipped with ntkref); ``"train"``/``"test"`` read the
+    standard MNIST names ``train-…``/``t10k-…``.
+    """
+    prefix = {None: "", "train": "train-", "test": "t10k-"}
+    if split not in prefix:
+        raise InvalidParameterError(f"The 'split' parameter of load_mnist must be None, 'train' or 'test'. Got {split!r}.")
+    img = _find(directory, prefix[split] + "images-idx3-ubyte")
+    lab = _find(directory, prefix[split] + "labels-idx1-ubyte")
+    if img is None or lab is None:
+        raise FileNotFoundError(
+            f"no {prefix[split]}images-idx3-ubyte[.gz] / {prefix[split]}labels-idx1-ubyte[.gz] in {directory!r}"
+        )
+    images, labels = load_idx(img), load_idx(lab)
+    if images.ndim != 3 or labels.ndim != 1 or images.shape[0] != labels.shape[0]:
+        raise IDXFormatError(f"images {images.shape} and labels {labels.shape} do not form an MNIST pair.")
+    return images, labels
+
+
+def binary_digits(images, labels, negative=0, positive=1):
+    """The two-digit task: X (n, 784) float64 in [0, 1] and y ∈ {−1, +1} (``positive`` → +1)."""
+    keep = (labels == negative) | (labels == positive)
+    X = images[keep].reshape(int(keep.sum()), -1).astype(np.float64) / 255.0
+    y = np.where(labels[keep] == positive, 1.0, -1.0)
+    return X, y

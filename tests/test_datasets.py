@@ -1,0 +1,62 @@
+"""IDX reader: round trips of files written byte by byte from the format's definition, and bad files."""
+import gzip
+import struct
+
+import numpy as np
+import pytest
+
+from ntkref.datasets import IDXFormatError, binary_digits, load_idx, load_mnist
+
+
+def _write_idx(path, arr, code=0x08, compress=False):
+    header = bytes([0, 0, code, arr.ndim]) + struct.pack(f">{arr.ndim}I", *arr.shape)
+    data = header + arr.astype(arr.dtype.newbyteorder(">")).tobytes()
+    path.write_bytes(gzip.compress(data) if compress else data)
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_round_trip(tmp_path, compress):
+    rng = np.random.default_rng(0)
+    imgs = rng.integers(0, 256, size=(5, 28, 28), dtype=np.uint8)
+    labs = np.array([0, 1, 7, 1, 0], dtype=np.uint8)
+    suffix = ".gz" if compress else ""
+    _write_idx(tmp_path / f"images-idx3-ubyte{suffix}", imgs, compress=compress)
+    _write_idx(tmp_path / f"labels-idx1-ubyte{suffix}", labs, compress=compress)
+    a, b = load_mnist(str(tmp_path))
+    assert np.array_equal(a, imgs) and np.array_equal(b, labs)
+    X, y = binary_digits(a, b)
+    assert X.shape == (4, 784) and np.array_equal(y, [-1, 1, 1, -1])
+    assert np.array_equal(X[1], imgs[1].ravel() / 255.0)
+
+
+def test_float_idx(tmp_path):
+    arr = np.linspace(-1, 1, 12).reshape(3, 4)
+    _write_idx(tmp_path / "f.idx", arr, code=0x0E)
+    assert np.array_equal(load_idx(tmp_path / "f.idx"), arr)
+
+
+def test_malformed_files(tmp_path):
+    p = tmp_path / "bad"
+    p.write_bytes(b"\x01\x00\x08\x01\x00\x00\x00\x02\x00\x00")
+    with pytest.raises(IDXFormatError, match="magic"):
+        load_idx(p)
+    p.write_bytes(b"\x00\x00\x07\x01\x00\x00\x00\x02\x00\x00")
+    with pytest.raises(IDXFormatError, match="element type"):
+        load_idx(p)
+    p.write_bytes(b"\x00\x00\x08\x01\x00\x00\x00\x05\x00\x00")
+    with pytest.raises(IDXFormatError, match="5 bytes"):
+        load_idx(p)
+    with pytest.raises(FileNotFoundError):
+        load_mnist(str(tmp_path / "nowhere"))
+
+
+def test_shared_subset_if_present():
+    import os
+
+    d = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "mnist-subset")
+    if not os.path.isdir(d):
+        pytest.skip("shared MNIST subset not present on this machine")
+    images, labels = load_mnist(d)
+    assert images.shape == (10000, 28, 28) and labels.shape == (10000,)
+    X, y = binary_digits(images, labels)
+    assert X.shape[0] == int((labels == 0).sum() + (labels == 1).sum()) == 2128

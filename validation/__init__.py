@@ -1,0 +1,1 @@
+"""Reproductions of the seeds' experiments and benchmarks (see the README)."""

@@ -1,0 +1,126 @@
+"""Benchmark: FC NTK Gram matrices, ntkref vs neural-tangents (when importable).
+
+Each configuration runs in a fresh subprocess; we report wall time of the
+kernel call and the peak resident memory it added (ru_maxrss after − RSS
+before, after imports and data are in memory), as a multiple of the output
+array's size (one n×n NTK).  Data: the first n MNIST digits of the subset
+(pixels in [0, 1], d = 784) if found, else uniform random pixels.
+
+    python -m validation.bench.bench_kernels                       # ntkref only
+    python -m validation.bench.bench_kernels --peer-python PATH    # + neural-tangents
+        (PATH: a Python with neural-tangents==0.6.5 jax==0.5.3 jaxlib==0.5.3)
+
+neural-tangents runs `jax.jit(kernel_fn, static_argnames="get")` on the
+whole matrix (x64 enabled for float64); the first (compiling) call is not
+timed.  ntkref runs `ntkref.kernels.fc(x, depth=L, get="ntk")`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+WORKER = textwrap.dedent(
+    r"""
+    import json, os, resource, sys, time
+    import numpy as np
+    impl, n, depth, dtype, data_dir = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+    def rss_bytes():
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    x = None
+    if data_dir and os.path.isdir(data_dir):
+        sys.path.insert(0, sys.argv[6])
+        from ntkref.datasets import load_mnist
+        imgs, _ = load_mnist(data_dir)
+        if imgs.shape[0] >= n:
+            x = imgs[:n].reshape(n, -1).astype(np.float64) / 255.0
+    if x is None:
+        x = np.random.default_rng(0).random((n, 784))
+    x = x.astype(dtype)
+    if impl == "ntkref":
+        sys.path.insert(0, sys.argv[6])
+        from ntkref import kernels
+        kernels.fc(x[:64], depth=depth, get="ntk")  # warm-up (imports, caches)
+        base = rss_bytes()
+        t = time.perf_counter()
+        out = kernels.fc(x, depth=depth, get="ntk").ntk
+        wall = time.perf_counter() - t
+    else:
+        import jax
+        if dtype == "float64":
+            jax.config.update("jax_enable_x64", True)
+        from neural_tangents import stax
+        layers = []
+        for _ in range(depth):
+            layers += [stax.Dense(512, W_std=1.0, b_std=None), stax.Relu()]
+        _, _, kernel_fn = stax.serial(*layers, stax.Dense(1, W_std=1.0, b_std=None))
+        kf = jax.jit(kernel_fn, static_argnames="get")
+        xj = jax.numpy.asarray(x)
+        kf(xj, None, get="ntk").block_until_ready()  # compile at full size
+        base = rss_bytes()
+        t = time.perf_counter()
+        out = kf(xj, None, get="ntk").block_until_ready()
+        wall = time.perf_counter() - t
+        out = np.asarray(out)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(json.dumps(dict(impl=impl, n=n, depth=depth, dtype=dtype, wall=wall,
+                          peak_extra=max(peak - base, 0), out_bytes=out.size * out.dtype.itemsize,
+                          checksum=float(np.sum(out[:3, :3])))))
+    """
+)
+
+
+def run(python, impl, n, depth, dtype, data_dir):
+    res = subprocess.run(
+        [python, "-c", WORKER, impl, str(n), str(depth), dtype, data_dir, ROOT],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if res.returncode != 0:
+        return dict(impl=impl, n=n, depth=depth, dtype=dtype, error=res.stderr.strip().splitlines()[-1:])
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--n", type=int, nargs="+", default=[1000, 2000, 4000, 8000])
+    p.add_argument("--depth", type=int, nargs="+", default=[1, 3])
+    p.add_argument("--dtype", nargs="+", default=["float64", "float32"])
+    p.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data", "mnist-subset"))
+    p.add_argument("--peer-python", default=None, help="a Python interpreter with neural-tangents installed")
+    p.add_argument("--out", default=os.path.join(HERE, "out", "kernels.json"))
+    args = p.parse_args(argv)
+    rows = []
+    print(f"{'n':>6} {'depth':>5} {'dtype':>8} | {'ntkref s':>9} {'peak/out':>8} | {'NT s':>8} {'peak/out':>8} | {'ratio':>6}")
+    for dtype in args.dtype:
+        for depth in args.depth:
+            for n in args.n:
+                ours = run(sys.executable, "ntkref", n, depth, dtype, args.data)
+                peer = run(args.peer_python, "nt", n, depth, dtype, args.data) if args.peer_python else None
+                rows.append(dict(ntkref=ours, neural_tangents=peer))
+
+                def fmt(r):
+                    if r is None:
+                        return f"{'-':>8} {'-':>8}"
+                    if "error" in r:
+                        return f"{'error':>8} {'':>8}"
+                    return f"{r['wall']:8.2f} {r['peak_extra'] / r['out_bytes']:8.2f}"
+
+                ratio = ours["wall"] / peer["wall"] if peer and "error" not in peer and "error" not in ours else float("nan")
+                print(f"{n:>6} {depth:>5} {dtype:>8} | {fmt(ours):>18} | {fmt(peer):>17} | {ratio:6.2f}", flush=True)
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as fh:
+        json.dump(rows, fh, indent=1)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
