@@ -10,6 +10,9 @@ routine, e.g. ``array_api_strict``).
 - :func:`erf` — the error function (SciPy/CuPy/PyTorch/JAX natives).
 - :func:`gauss_hermite` — nodes and weights of Gauss–Hermite quadrature for
   the standard normal (probabilists' weight e^{-z^2/2}/sqrt(2 pi)).
+- :func:`scatter_flat` — write values at flat positions of a 2-D array
+  (fancy-index assignment is not in the standard; the standard-only route
+  through a cumulative sum is the fallback).
 - :func:`eigh` — symmetric eigendecomposition (``xp.linalg.eigh`` where the
   namespace has the linalg extension).
 """
@@ -77,3 +80,22 @@ def eigh(a, xp):
 
     w, v = np.linalg.eigh(to_numpy(a))
     return _from_numpy(w, a, xp), _from_numpy(v, a, xp)
+
+
+def scatter_flat(x, mask_flat, idx, values, xp):
+    """Return ``x`` (2-D, owned by the caller) with ``x.flat[idx] = values``.
+
+    ``mask_flat`` is the flattened boolean mask whose nonzero positions, in
+    row-major order, are ``idx``.  NumPy/CuPy/PyTorch assign in place; other
+    namespaces go through the standard: the j-th flagged entry receives
+    ``values[j]`` via ``take`` at its rank (a cumulative sum of the mask).
+    """
+    if array_api_compat.is_numpy_namespace(xp) or array_api_compat.is_cupy_namespace(xp) or array_api_compat.is_torch_namespace(xp):
+        flat = xp.reshape(x, (-1,))
+        flat[idx] = values
+        return xp.reshape(flat, x.shape)
+    k = idx.shape[0]
+    rank = xp.cumulative_sum(xp.astype(mask_flat, xp.int64)) - 1
+    rank = xp.clip(rank, 0, k - 1)
+    full = xp.take(values, rank)
+    return xp.reshape(xp.where(mask_flat, full, xp.reshape(x, (-1,))), x.shape)

@@ -54,7 +54,7 @@ import array_api_compat
 
 from .._backend import namespace
 from .._compat import erf as _erf
-from .._compat import gauss_hermite
+from .._compat import gauss_hermite, scatter_flat
 from .._validation import InvalidParameterError, check_array, check_int, check_real
 
 __all__ = ["Kernel", "Activation", "fc", "fc_diagonal", "ACTIVATIONS"]
@@ -209,15 +209,7 @@ def _refine_near_parallel(u1, u2, mask, rho, omr, opr, xp):
     half_s = xp.sin(theta / 2)
     half_c = xp.cos(theta / 2)
     values = (xp.cos(theta), 2 * half_s * half_s, 2 * half_c * half_c)
-    # Scatter without fancy setitem (not in the standard): the j-th flagged
-    # entry in row-major order receives values[j].
-    rank = xp.cumulative_sum(xp.astype(flat_mask, xp.int64)) - 1
-    rank = xp.clip(rank, 0, k - 1)
-    out = []
-    for v, old in zip(values, (rho, omr, opr)):
-        full = xp.take(v, rank)
-        out.append(xp.reshape(xp.where(flat_mask, full, xp.reshape(old, (-1,))), (n1, n2)))
-    rho_n, omr_n, opr_n = out
+    rho_n, omr_n, opr_n = (scatter_flat(old, flat_mask, idx, v, xp) for v, old in zip(values, (rho, omr, opr)))
     return omr_n, opr_n, rho_n
 
 
@@ -246,20 +238,52 @@ def _dense_scale(s, W, b, xp):
 # ----------------------------------------------------------- dual activations
 
 
-def _relu_layer(pair, s1, s2, xp):
-    """ReLU: returns (E[σσ], E[σ'σ'], pair after σ, row scales after σ)."""
-    sin_t = xp.sqrt(xp.clip(pair.omr * pair.opr, 0.0, None))
-    theta = xp.atan2(sin_t, pair.rho)
+def _half_angle(pair, xp):
+    """θ = 2·arctan(√((1 − ρ)/(1 + ρ))) and sin θ = √((1 − ρ)(1 + ρ)).
+
+    arctan of the half-angle tangent is well conditioned on all of [0, π]
+    (absolute error a few ulps), and NumPy's arctan is about 4× faster than
+    its arctan2.  1 + ρ is floored at the smallest normal number, so exactly
+    antiparallel pairs give θ = π − O(1e-154) without a division by zero.
+    """
+    tiny = xp.finfo(pair.opr.dtype).smallest_normal
+    sin_t = xp.sqrt(pair.omr * pair.opr)
+    ratio = pair.omr / xp.maximum(pair.opr, tiny)
+    theta = xp.atan(xp.sqrt(ratio))
+    theta *= 2
+    return theta, sin_t
+
+
+def _relu_layer(pair, s1, s2, xp, need_pair=True):
+    """ReLU: returns (E[σσ], E[σ'σ'], pair after σ, row scales after σ).
+
+    With ``need_pair=False`` (the last hidden layer) the angle state after σ is
+    not needed and not computed (returned as ``None``).
+    """
+    theta, sin_t = _half_angle(pair, xp)
     pi_minus = _PI - theta
-    J = sin_t + pi_minus * pair.rho  # sin θ + (π − θ) cos θ  ∈ [0, π]
-    nngp = (s1 * s2) * (J / (2 * _PI))
-    dot = pi_minus / (2 * _PI)
-    # 1 − J/π = (π(1 − ρ) − (sin θ − θ cos θ))/π: both terms ≥ 0, the second ≤ half the first.
-    omr = xp.clip(pair.omr - (sin_t - theta * pair.rho) / _PI, 0.0, None)
-    opr = 1 + J / _PI
-    new_pair = _Pair(J / _PI, omr, opr)
+    J = pi_minus * pair.rho
+    J += sin_t  # sin θ + (π − θ) cos θ  ∈ [0, π]
+    nngp = s1 * s2
+    nngp *= J
+    nngp *= 1 / (2 * _PI)
+    dot = pi_minus
+    dot *= 1 / (2 * _PI)
     c = 1 / math.sqrt(2.0)
-    return nngp, dot, new_pair, (s1 * c, s2 * c)
+    if not need_pair:
+        return nngp, dot, None, (s1 * c, s2 * c)
+    # 1 − J/π = (1 − ρ) − (sin θ − θ cos θ)/π: both terms ≥ 0, the second at most half the first,
+    # so no cancellation; the floor at 0 only removes rounding below zero.
+    corr = theta * pair.rho
+    corr -= sin_t
+    corr *= 1 / _PI
+    omr = corr
+    omr += pair.omr
+    omr = xp.clip(omr, 0.0, None)
+    rho = J
+    rho *= 1 / _PI
+    opr = rho + 1
+    return nngp, dot, _Pair(rho, omr, opr), (s1 * c, s2 * c)
 
 
 def _erf_layer(pair, s1, s2, xp):
@@ -331,18 +355,29 @@ def _fc_block(x1n, x1u, x2n, x2u, d, Ws, bs, act, closed, n_points, want_ntk, xp
     pair = _dense_pair(pair, s1, s2, W, b, xp)
     s1, s2 = _dense_scale(s1, W, b, xp), _dense_scale(s2, W, b, xp)
     ntk = nngp if want_ntk else None
-    for W, b in zip(Ws[1:], bs[1:]):
+    n_layers = len(Ws) - 1
+    for h, (W, b) in enumerate(zip(Ws[1:], bs[1:]), start=1):
+        last = h == n_layers
         if closed == "relu":
-            e_ff, e_dd, pair_a, (a1, a2) = _relu_layer(pair, s1, s2, xp)
+            e_ff, e_dd, pair_a, (a1, a2) = _relu_layer(pair, s1, s2, xp, need_pair=not last)
         elif closed == "erf":
             e_ff, e_dd, pair_a, (a1, a2) = _erf_layer(pair, s1, s2, xp)
         else:
             e_ff, e_dd, pair_a, (a1, a2) = _quadrature_layer(pair, s1, s2, act, n_points, xp)
-        nngp = (W * W) * e_ff + b * b
+        nngp = e_ff
+        if W != 1.0:
+            nngp *= W * W
+        if b != 0.0:
+            nngp += b * b
         if want_ntk:
-            ntk = nngp + (W * W) * (e_dd * ntk)
-        pair = _dense_pair(pair_a, a1, a2, W, b, xp)
-        s1, s2 = _dense_scale(a1, W, b, xp), _dense_scale(a2, W, b, xp)
+            e_dd *= ntk  # e_dd is a fresh array owned here
+            if W != 1.0:
+                e_dd *= W * W
+            e_dd += nngp
+            ntk = e_dd
+        if not last:
+            pair = _dense_pair(pair_a, a1, a2, W, b, xp)
+            s1, s2 = _dense_scale(a1, W, b, xp), _dense_scale(a2, W, b, xp)
     return nngp, ntk
 
 
@@ -409,6 +444,7 @@ def fc(
     method="closed",
     quadrature_points=128,
     block_size=None,
+    n_jobs=None,
     dtype=None,
 ):
     """NNGP and NTK of a fully connected network with ``depth`` hidden layers.
@@ -433,8 +469,11 @@ def fc(
     method : {"closed", "quadrature"}
         ``"quadrature"`` forces quadrature even for ReLU/erf (a test route).
     block_size : int, optional
-        Rows per block; the working memory is about 12·block_size² floats on
-        top of the output.  Default: 1024 (512 for quadrature).
+        Rows per block; the working memory is about 12·block_size² floats per
+        worker on top of the output.  Default: 768 (smaller for quadrature).
+    n_jobs : int, optional
+        Blocks computed in parallel threads (NumPy namespace only; other
+        namespaces use 1).  Default: the number of CPUs available.
     dtype : {"float64", "float32"}, optional
         Default: the input's floating dtype, float64 for integer input.
 
@@ -459,7 +498,7 @@ def fc(
         raise InvalidParameterError(f"The 'get' parameter of fc must be 'nngp', 'ntk' or both. Got {get!r} instead.")
     n_points = check_int(quadrature_points, "quadrature_points", caller="fc", low=2, high=256)
     if block_size is None:
-        block_size = 1024 if closed is not None else max(16, 4096 // n_points * 8)
+        block_size = 768 if closed is not None else max(16, 4096 // n_points * 8)
     block_size = check_int(block_size, "block_size", caller="fc", low=1)
 
     symmetric = x2 is None
@@ -475,24 +514,56 @@ def fc(
     can_set = not array_api_compat.is_jax_namespace(xp)
     if not can_set:
         raise InvalidParameterError("fc does not support JAX arrays yet (blocked assembly needs item assignment).")
-    for i0 in range(0, n1, block_size):
-        i1 = min(i0 + block_size, n1)
-        j_start = i0 if symmetric else 0
-        for j0 in range(j_start, n2, block_size):
-            j1 = min(j0 + block_size, n2)
-            nngp, ntk = _fc_block(
-                n1_norm[i0:i1], u1[i0:i1, :], n2_norm[j0:j1], u2[j0:j1, :], d, Ws, bs, act, closed, n_points, want_ntk, xp
-            )
-            block = {"nngp": nngp, "ntk": ntk}
-            for g in wanted:
-                val = block[g]
-                if symmetric and i0 == j0:
-                    # exact symmetry: mirror the upper triangle
-                    val = xp.triu(val) + xp.matrix_transpose(xp.triu(val, k=1))
-                outs[g][i0:i1, j0:j1] = val
-                if symmetric and i0 != j0:
-                    outs[g][j0:j1, i0:i1] = xp.matrix_transpose(val)
+    tasks = [
+        (i0, j0)
+        for i0 in range(0, n1, block_size)
+        for j0 in range(i0 if symmetric else 0, n2, block_size)
+    ]
+
+    def compute(task):
+        i0, j0 = task
+        i1, j1 = min(i0 + block_size, n1), min(j0 + block_size, n2)
+        nngp, ntk = _fc_block(
+            n1_norm[i0:i1], u1[i0:i1, :], n2_norm[j0:j1], u2[j0:j1, :], d, Ws, bs, act, closed, n_points, want_ntk, xp
+        )
+        block = {"nngp": nngp, "ntk": ntk}
+        for g in wanted:
+            val = block[g]
+            if symmetric and i0 == j0:
+                # exact symmetry: mirror the upper triangle
+                val = xp.triu(val) + xp.matrix_transpose(xp.triu(val, k=1))
+            outs[g][i0:i1, j0:j1] = val
+            if symmetric and i0 != j0:
+                outs[g][j0:j1, i0:i1] = xp.matrix_transpose(val)
+
+    workers = _n_workers(n_jobs, xp, len(tasks))
+    if workers == 1:
+        for task in tasks:
+            compute(task)
+    else:
+        # NumPy's elementwise loops release the GIL on large arrays: blocks run in parallel threads,
+        # each writing a disjoint region of the output.
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            for _ in pool.map(compute, tasks):
+                pass
     return Kernel(outs.get("nngp"), outs.get("ntk"))
+
+
+def _n_workers(n_jobs, xp, n_tasks):
+    if n_jobs is not None:
+        n_jobs = check_int(n_jobs, "n_jobs", caller="fc", low=1)
+    if not array_api_compat.is_numpy_namespace(xp) or n_tasks < 2:
+        return 1
+    if n_jobs is None:
+        import os
+
+        try:
+            n_jobs = len(os.sched_getaffinity(0))
+        except AttributeError:  # not on Linux
+            n_jobs = os.cpu_count() or 1
+    return max(1, min(n_jobs, n_tasks))
 
 
 def fc_diagonal(x, *, depth=1, activation="relu", W_std=1.0, b_std=0.0, quadrature_points=128, dtype=None):
