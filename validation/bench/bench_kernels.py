@@ -1,9 +1,9 @@
 """Benchmark: FC NTK Gram matrices, ntkref vs neural-tangents (when importable).
 
 Each configuration runs in a fresh subprocess; we report wall time of the
-kernel call and the peak resident memory it added (ru_maxrss after − RSS
-before, after imports and data are in memory), as a multiple of the output
-array's size (one n×n NTK).  Data: the first n MNIST digits of the subset
+kernel call and the peak resident memory it added (peak RSS during the call,
+reset through /proc/self/clear_refs just before it, minus the RSS before it;
+Linux only), as a multiple of the output array's size (one n×n NTK).  Data: the first n MNIST digits of the subset
 (pixels in [0, 1], d = 784) if found, else uniform random pixels.
 
     python -m validation.bench.bench_kernels                       # ntkref only
@@ -30,25 +30,26 @@ WORKER = textwrap.dedent(
     r"""
     import json, os, resource, sys, time
     import numpy as np
-    impl, n, depth, dtype, data_dir = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+    impl, n, depth, dtype, data_file = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
     def rss_bytes():
         with open("/proc/self/statm") as f:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    x = None
-    if data_dir and os.path.isdir(data_dir):
-        sys.path.insert(0, sys.argv[6])
-        from ntkref.datasets import load_mnist
-        imgs, _ = load_mnist(data_dir)
-        if imgs.shape[0] >= n:
-            x = imgs[:n].reshape(n, -1).astype(np.float64) / 255.0
-    if x is None:
-        x = np.random.default_rng(0).random((n, 784))
-    x = x.astype(dtype)
+    def reset_peak():
+        # Linux: writing 5 to clear_refs resets the peak RSS (VmHWM) to the current RSS
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    def peak_bytes():
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    x = np.load(data_file, allow_pickle=False)[:n].astype(dtype)
     if impl == "ntkref":
         sys.path.insert(0, sys.argv[6])
         from ntkref import kernels
         kernels.fc(x[:64], depth=depth, get="ntk")  # warm-up (imports, caches)
         base = rss_bytes()
+        reset_peak()
         t = time.perf_counter()
         out = kernels.fc(x, depth=depth, get="ntk").ntk
         wall = time.perf_counter() - t
@@ -63,13 +64,15 @@ WORKER = textwrap.dedent(
         _, _, kernel_fn = stax.serial(*layers, stax.Dense(1, W_std=1.0, b_std=None))
         kf = jax.jit(kernel_fn, static_argnames="get")
         xj = jax.numpy.asarray(x)
-        kf(xj, None, get="ntk").block_until_ready()  # compile at full size
+        # XLA keeps the buffers of the compiling call for the timed one: measure the peak from here
         base = rss_bytes()
+        reset_peak()
+        kf(xj, None, get="ntk").block_until_ready()  # compile at full size (not timed)
         t = time.perf_counter()
         out = kf(xj, None, get="ntk").block_until_ready()
         wall = time.perf_counter() - t
         out = np.asarray(out)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    peak = peak_bytes()
     print(json.dumps(dict(impl=impl, n=n, depth=depth, dtype=dtype, wall=wall,
                           peak_extra=max(peak - base, 0), out_bytes=out.size * out.dtype.itemsize,
                           checksum=float(np.sum(out[:3, :3])))))
@@ -77,9 +80,27 @@ WORKER = textwrap.dedent(
 )
 
 
-def run(python, impl, n, depth, dtype, data_dir):
+def load_data(data_dir, n_max):
+    """First n_max MNIST digits of the subset in [0, 1] (d = 784), else uniform random pixels."""
+    import numpy as np
+
+    sys.path.insert(0, ROOT)
+    x = None
+    if data_dir and os.path.isdir(data_dir):
+        from ntkref.datasets import load_mnist
+
+        imgs, _ = load_mnist(data_dir)
+        if imgs.shape[0] >= n_max:
+            x = imgs[:n_max].reshape(n_max, -1).astype(np.float64) / 255.0
+    source = "MNIST subset"
+    if x is None:
+        x, source = np.random.default_rng(0).random((n_max, 784)), "uniform random pixels"
+    return x, source
+
+
+def run(python, impl, n, depth, dtype, data_file):
     res = subprocess.run(
-        [python, "-c", WORKER, impl, str(n), str(depth), dtype, data_dir, ROOT],
+        [python, "-c", WORKER, impl, str(n), str(depth), dtype, data_file, ROOT],
         capture_output=True,
         text=True,
         check=False,
@@ -98,13 +119,21 @@ def main(argv=None):
     p.add_argument("--peer-python", default=None, help="a Python interpreter with neural-tangents installed")
     p.add_argument("--out", default=os.path.join(HERE, "out", "kernels.json"))
     args = p.parse_args(argv)
+    import tempfile
+
+    import numpy as np
+
+    x, source = load_data(args.data, max(args.n))
+    tmp = tempfile.NamedTemporaryFile(suffix=".npy", delete=False)
+    np.save(tmp.name, x)
+    print(f"data: {source}, d = {x.shape[1]}")
     rows = []
     print(f"{'n':>6} {'depth':>5} {'dtype':>8} | {'ntkref s':>9} {'peak/out':>8} | {'NT s':>8} {'peak/out':>8} | {'ratio':>6}")
     for dtype in args.dtype:
         for depth in args.depth:
             for n in args.n:
-                ours = run(sys.executable, "ntkref", n, depth, dtype, args.data)
-                peer = run(args.peer_python, "nt", n, depth, dtype, args.data) if args.peer_python else None
+                ours = run(sys.executable, "ntkref", n, depth, dtype, tmp.name)
+                peer = run(args.peer_python, "nt", n, depth, dtype, tmp.name) if args.peer_python else None
                 rows.append(dict(ntkref=ours, neural_tangents=peer))
 
                 def fmt(r):
@@ -118,7 +147,8 @@ def main(argv=None):
                 print(f"{n:>6} {depth:>5} {dtype:>8} | {fmt(ours):>18} | {fmt(peer):>17} | {ratio:6.2f}", flush=True)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as fh:
-        json.dump(rows, fh, indent=1)
+        json.dump(dict(data=source, rows=rows), fh, indent=1)
+    os.unlink(tmp.name)
     print(f"wrote {args.out}")
 
 
