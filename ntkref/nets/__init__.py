@@ -2,7 +2,20 @@
 
 - :class:`FullyConnected` — L-layer ReLU nets in NTK parameterisation.
 - :func:`empirical_ntk` — Θ̂(w; x, x') = ⟨∇_w f(w, x), ∇_w f(w, x')⟩ (seed 000 Def. 2.1).
+- :class:`Antisymmetric` (f₀ ≡ 0) and :class:`Linearized` (constant Θ̂ = Θ̂(w₀)) wrappers.
+- :func:`train` — (sub)gradient descent / SGD on seed 000's (6)/(7) with a record for the bounds.
 """
 from ._fc import FullyConnected, empirical_ntk
+from ._train import NetTrajectory, train
+from ._wrappers import Antisymmetric, Linearized, flatten_params, unflatten_params
 
-__all__ = ["FullyConnected", "empirical_ntk"]
+__all__ = [
+    "Antisymmetric",
+    "FullyConnected",
+    "Linearized",
+    "NetTrajectory",
+    "empirical_ntk",
+    "flatten_params",
+    "train",
+    "unflatten_params",
+]

@@ -1,0 +1,130 @@
+r"""Networks built from a network: the antisymmetric doubling (f₀ ≡ 0) and the linearisation.
+
+- :class:`Antisymmetric` — f(w, x) = (f_A(w_A, x) − f_B(w_B, x))/√2 with w_B = w_A at
+  initialisation, so f₀ ≡ 0 exactly while Θ̂(w₀) = (Θ̂_A + Θ̂_B)/2 = Θ̂_A(w_A,0): the
+  "f₀ = 0" initialisation of seed 000 footnote 2 without subtracting anything.
+- :class:`Linearized` — f_lin(w, x) = f(w₀, x) + ∇_w f(w₀, x)·(w − w₀) (seed 000 App. D.4 and
+  Theorem 3.4's mechanism): its tangent kernel is Θ̂(w₀) for every w, so gradient descent on it
+  is *exactly* a kernel machine with K = Θ̂(w₀) (tested to rounding).
+
+Both expose the interface of :class:`~ntkref.nets.FullyConnected` that training uses:
+``init``, ``apply``, ``jacobian``, ``vjp``, ``empirical_ntk``, ``readout_indices``.
+"""
+from __future__ import annotations
+
+import math
+
+from .._backend import namespace
+from .._validation import InvalidParameterError, check_array
+
+__all__ = ["Antisymmetric", "Linearized", "flatten_params", "unflatten_params"]
+
+
+def flatten_params(params, xp=None):
+    """Concatenate a list of (W, b) into one vector (the order of ``jacobian``'s columns)."""
+    xp = namespace(params[0][0]) if xp is None else xp
+    parts = []
+    for W, b in params:
+        parts.append(xp.reshape(W, (-1,)))
+        if b is not None:
+            parts.append(b)
+    return xp.concat(parts)
+
+
+def unflatten_params(vector, like):
+    """Inverse of :func:`flatten_params` with the shapes of ``like``."""
+    xp = namespace(vector)
+    out, offset = [], 0
+    for W, b in like:
+        size = W.shape[0] * W.shape[1]
+        Wn = xp.reshape(vector[offset : offset + size], W.shape)
+        offset += size
+        bn = None
+        if b is not None:
+            bn = vector[offset : offset + b.shape[0]]
+            offset += b.shape[0]
+        out.append((Wn, bn))
+    return out
+
+
+class Antisymmetric:
+    """f = (f_A − f_B)/√2 with two copies of ``net``; ``init`` makes the copies equal, so f₀ ≡ 0.
+
+    Parameters are a pair ``(params_A, params_B)``.
+    """
+
+    def __init__(self, net):
+        self.net = net
+        self.depth = net.depth
+        self.d_in = net.d_in
+
+    @property
+    def n_params(self):
+        return 2 * self.net.n_params
+
+    def init(self, seed, *, xp=None, dtype=None):
+        pa = self.net.init(seed, xp=xp, dtype=dtype)
+        pb = [(W + 0, None if b is None else b + 0) for W, b in pa]  # an independent copy
+        return (pa, pb)
+
+    def apply(self, params, x):
+        pa, pb = params
+        return (self.net.apply(pa, x) - self.net.apply(pb, x)) / math.sqrt(2.0)
+
+    def jacobian(self, params, x):
+        pa, pb = params
+        xp = namespace(pa[0][0])
+        return xp.concat([self.net.jacobian(pa, x), -self.net.jacobian(pb, x)], axis=1) / math.sqrt(2.0)
+
+    def vjp(self, params, x, cotangent):
+        pa, pb = params
+        c = 1 / math.sqrt(2.0)
+        ga = self.net.vjp(pa, x, cotangent)
+        gb = self.net.vjp(pb, x, cotangent)
+        scale = lambda g, s: [(s * dW, None if db is None else s * db) for dW, db in g]  # noqa: E731
+        return (scale(ga, c), scale(gb, -c))
+
+    def empirical_ntk(self, params, x1, x2=None):
+        pa, pb = params
+        return (self.net.empirical_ntk(pa, x1, x2) + self.net.empirical_ntk(pb, x1, x2)) / 2
+
+    def readout_layers(self, params):
+        """The readout (W, b) of each copy: the parameters that (7) regularises."""
+        return [params[0][-1], params[1][-1]]
+
+
+class Linearized:
+    """First-order Taylor model of ``net`` around ``params0``; parameters have the shape of ``params0``."""
+
+    def __init__(self, net, params0):
+        self.net = net
+        self.params0 = params0
+        self.depth = net.depth
+        self.d_in = net.d_in
+        self._xp = namespace(params0[0][0])
+        self._w0 = flatten_params(params0, self._xp)
+
+    @property
+    def n_params(self):
+        return self.net.n_params
+
+    def init(self, seed=None, *, xp=None, dtype=None):
+        """The expansion point itself (``seed`` is ignored: the model is defined around ``params0``)."""
+        return [(W + 0, None if b is None else b + 0) for W, b in self.params0]
+
+    def apply(self, params, x):
+        xp = self._xp
+        delta = flatten_params(params, xp) - self._w0
+        return self.net.apply(self.params0, x) + self.net.jacobian(self.params0, x) @ delta
+
+    def jacobian(self, params, x):
+        return self.net.jacobian(self.params0, x)
+
+    def vjp(self, params, x, cotangent):
+        return self.net.vjp(self.params0, x, cotangent)
+
+    def empirical_ntk(self, params, x1, x2=None):
+        return self.net.empirical_ntk(self.params0, x1, x2)
+
+    def readout_layers(self, params):
+        return [params[-1]]
