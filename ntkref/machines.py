@@ -1,0 +1,881 @@
+r"""Exact ℓ2-regularized kernel machines of seed 000 Table 1.
+
+Seed 000 eq. (7) (with the representer theorem, β = Σᵢ αᵢ Φ(xᵢ), g = K α):
+
+.. math::
+
+    L(\beta) = \frac{\lambda}{2}\|\beta\|^2 + \sum_{i=1}^n l(g(x_i), y_i),
+    \qquad g(x) = \sum_i \alpha_i K(x, x_i),\quad \|\beta\|^2 = \alpha^\top K \alpha .
+
+There is **no bias term** (the paper's kernel machine g(x) = Σ αᵢ K(x, xᵢ) has
+none).  This module returns the exact minimiser α for every loss of
+:mod:`ntkref.losses`:
+
+==========================  ==================================================================
+loss                        solver (all derived for the *sum* convention above, C = 1/λ)
+==========================  ==================================================================
+``squared`` (y − z)²        KRR closed form α = (K + (λ/2) I)⁻¹ y (no ½ in the loss, as the
+                            official code); λ = 0 is kernel regression α = K⁻¹ y.
+``hinge``                   SVM dual: max yᵀα − ½ αᵀKα  s.t. 0 ≤ yᵢαᵢ ≤ 1/λ (no bias ⇒ no
+                            equality constraint).  λ → 0: :func:`hard_margin_svm`.
+``squared_hinge``           2-norm SVM dual: max yᵀα − ½ αᵀ(K + (λ/2) I)α  s.t. yᵢαᵢ ≥ 0.
+``epsilon_insensitive``     SVR dual: max yᵀα − ε‖α‖₁ − ½ αᵀKα  s.t. |αᵢ| ≤ 1/λ.
+``logistic``                damped Newton on the primal in β-space (see :func:`solve`).
+==========================  ==================================================================
+
+Derivation (Fenchel duality).  With lᵢ* the convex conjugate of z ↦ l(z, yᵢ),
+the dual of (7) is
+
+.. math::
+
+    D(\alpha) = -\sum_i l_i^*(-\lambda\alpha_i) - \frac{\lambda}{2}\alpha^\top K\alpha ,
+
+and at the optimum α = −l′(Kα)/λ (stationarity λβ + Σ l′ᵢ Φ(xᵢ) = 0).  The
+conjugates are: hinge −t with t = λyα ∈ [0, 1]; squared hinge −t + t²/4, t ≥ 0;
+ε-insensitive −λαy + ελ|α| on |λα| ≤ 1; squared −λαy + λ²α²/4; logistic
+t log t + (1 − t) log(1 − t), t = λyα ∈ [0, 1].  The three piecewise-linear
+losses thus give box-constrained quadratic programmes (times −λ), solved here by
+a primal active-set method (exact solves of the face equations Q_FF a_F = r_F,
+projected steps that fix many bounds at once, ratio-test steps and null-space
+directions when K is singular) on a growing working set (chunking) — array-API
+only.  Logistic: damped Newton, then one extra full Newton step.
+
+Exactness.  Every solve reports the duality gap P(α) − D(α̃) ≥ P(α) − P* (α̃ the
+dual point; α itself for the QPs).  P is λ-strongly convex in β, so
+
+.. math::  \|\beta - \beta^*\|_{\mathcal H} \le \sqrt{2\,\mathrm{gap}/\lambda},
+           \qquad |g(x) - g^*(x)| \le \sqrt{K(x,x)}\,\sqrt{2\,\mathrm{gap}/\lambda},
+
+which :attr:`KernelMachine.beta_error_bound` gives.  The default stopping rule is
+gap ≤ tol·max(1, P(α)) with tol = 1e-10 (float64) / 1e-4 (float32).  Active-set
+solutions are exact to rounding once the active set is identified.
+
+Sum vs mean (SPEC §2).  ``reduction="mean"`` minimises (λ/2)‖β‖² + (1/n)Σ l,
+which is the sum problem with λ_sum = n·λ_mean.  The paper's experiments
+(App. A, footnote 5) and its official code use the mean: Figure 1's
+λ = 0.001 mean-hinge on n = 128 is ``reduction="mean", lam=0.001``; Table 3's
+SVM "λ = 0.064" is the code's 0.001 × batch 64 in the sum convention (its
+minibatch-SGD objective per batch).  Table 3's KRR rows use the **sum**
+convention (official ``regression.py``: (Θ + (λ/2) I)⁻¹ y), i.e.
+``reduction="sum"``.
+
+Validation (every public function): K square, finite, symmetric to
+max|K − Kᵀ| ≤ √eps·max|K| (then symmetrised), and positive semidefinite to
+λ_min(K) ≥ −n·eps·‖K‖_F (tested by a Cholesky factorization of K + n·eps·‖K‖_F·I;
+``check_psd=False`` skips it, O(n³/3)); y of shape (n,), ±1 for classification
+losses; λ > 0 (λ = 0 only for the squared loss, with K nonsingular).
+
+Note on scikit-learn.  ``SVC(kernel="precomputed")`` solves a different problem
+(it fits an unregularised bias: Σ αᵢ = 0 in its dual) and libsvm caches kernel
+entries in single precision, so even at ``tol=1e-12`` its decision values agree
+with an exact solution only to ~1e-5 relative (tests/test_machines.py compares
+on a point-symmetric data set, where its bias is 0 and the problems coincide).
+
+Cost (n = 2000 MNIST 0/1 NTK, λ = 0.064, one core): validation ~20 ms, PSD
+Cholesky ~220 ms, hinge solve ~25–40 ms (``validation/bench/bench_machines.py``).
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+
+from . import losses as _losses
+from ._backend import device_of, namespace
+from ._validation import InvalidParameterError, check_array, check_int, check_option, check_real
+
+__all__ = [
+    "KernelMachine",
+    "ConvergenceWarning",
+    "fit",
+    "solve",
+    "hard_margin_svm",
+    "predict",
+    "rkhs_norm",
+    "objective",
+    "dual_objective",
+    "duality_gap",
+]
+
+REDUCTIONS = ("sum", "mean")
+_QP_LOSSES = ("hinge", "squared_hinge", "epsilon_insensitive")
+
+
+class ConvergenceWarning(UserWarning):
+    """A solver stopped before its duality-gap tolerance was met."""
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _eps(dtype, xp):
+    return float(xp.finfo(dtype).eps)
+
+
+def _check_gram(K, caller, *, psd=True, xp=None):
+    """Square, finite, symmetric (then symmetrised) and, if ``psd``, PSD Gram matrix."""
+    K = check_array(K, "K", caller=caller, ndim=2, xp=xp)
+    xp = namespace(K)
+    n, m = K.shape
+    if n != m:
+        raise InvalidParameterError(f"The 'K' parameter of {caller} must be a square Gram matrix; got shape {(n, m)}.")
+    if n == 0:
+        raise InvalidParameterError(f"The 'K' parameter of {caller} must have at least one row.")
+    eps = _eps(K.dtype, xp)
+    scale = max(float(xp.max(K)), -float(xp.min(K)))
+    # max|K − Kᵀ| over 256×256 tiles of the upper triangle: a whole transposed copy reads
+    # memory with stride n and is ~4× slower at n = 2000
+    asym = 0.0
+    for i in range(0, n, 256):
+        for j in range(i, n, 256):
+            ie, je = min(i + 256, n), min(j + 256, n)  # in-bounds stops (array API)
+            tile = K[i:ie, j:je] - xp.matrix_transpose(K[j:je, i:ie])
+            asym = max(asym, float(xp.max(tile)), -float(xp.min(tile)))
+    if asym > math.sqrt(eps) * scale:
+        raise InvalidParameterError(
+            f"The 'K' parameter of {caller} must be symmetric: max|K - K^T| = {asym:.3g} exceeds "
+            f"sqrt(eps)*max|K| = {math.sqrt(eps) * scale:.3g}."
+        )
+    if asym > 0:
+        K = (K + xp.matrix_transpose(K)) / 2
+    if psd:
+        _check_psd(K, caller)
+    return K
+
+
+def _check_psd(K, caller):
+    """λ_min(K) ≥ −n·eps·‖K‖_F, by a Cholesky factorization of K + n·eps·‖K‖_F·I (O(n³/3))."""
+    xp = namespace(K)
+    n = K.shape[0]
+    eps = _eps(K.dtype, xp)
+    fro = float(xp.linalg.vector_norm(K))
+    if fro > 0:  # K = 0 is PSD
+        delta = n * eps * fro
+        if not _cholesky_ok(K, delta, xp):
+            raise InvalidParameterError(
+                f"The 'K' parameter of {caller} must be positive semidefinite: its smallest eigenvalue is below "
+                f"-n*eps*||K||_F = {-delta:.3g} (Cholesky of K + {delta:.3g} I failed). A kernel machine's "
+                "objective is not convex for an indefinite K."
+            )
+
+
+def _eye(n, like, xp):
+    return xp.eye(n, dtype=like.dtype, device=device_of(like))
+
+
+def _cholesky_ok(K, shift, xp):
+    """Whether K + shift·I is numerically positive definite (Cholesky succeeds)."""
+    try:
+        L = xp.linalg.cholesky(K + shift * _eye(K.shape[0], K, xp))
+    except Exception:  # numpy/array_api_strict raise LinAlgError, torch its own error
+        return False
+    return bool(xp.all(xp.isfinite(L)))  # cupy returns NaN instead of raising
+
+
+def _check_lam(lam, loss, caller, *, allow_zero):
+    if loss.name == "squared" and allow_zero:
+        return check_real(lam, "lam", caller=caller, low=0.0)
+    lam = check_real(lam, "lam", caller=caller, low=0.0)
+    if lam == 0.0:
+        hint = " (the λ → 0 limit of the hinge loss is hard_margin_svm(K, y))" if loss.name == "hinge" else ""
+        raise InvalidParameterError(
+            f"The 'lam' parameter of {caller} must be > 0 for the {loss.name!r} loss{hint}. Got 0.0 instead."
+        )
+    return lam
+
+
+def _prepare(K, y, loss, lam, reduction, caller, *, psd=True, allow_zero=True):
+    loss = _get_loss(loss, caller)
+    check_option(reduction, "reduction", REDUCTIONS, caller=caller)
+    K = _check_gram(K, caller, psd=False)
+    xp = namespace(K)
+    n = K.shape[0]
+    y = loss.check_targets(check_array(y, "y", caller=caller, xp=xp), "y", caller=caller)
+    if y.shape != (n,):
+        raise InvalidParameterError(f"The 'y' parameter of {caller} must have shape ({n},) to match K; got {tuple(y.shape)}.")
+    y = xp.astype(y, K.dtype) if y.dtype != K.dtype else y
+    lam = _check_lam(lam, loss, caller, allow_zero=allow_zero)
+    lam_sum = lam * n if reduction == "mean" else lam
+    if psd:  # last: the only O(n³) check
+        _check_psd(K, caller)
+    return K, y, loss, lam, lam_sum, xp
+
+
+def _get_loss(loss, caller):
+    if isinstance(loss, _losses.Loss):
+        return loss
+    if not isinstance(loss, str):
+        raise InvalidParameterError(
+            f"The 'loss' parameter of {caller} must be a loss name or a losses.Loss. Got {loss!r} instead."
+        )
+    try:
+        return _losses.get(loss)
+    except InvalidParameterError as exc:
+        raise InvalidParameterError(f"The 'loss' parameter of {caller}: {exc}") from exc
+
+
+def _default_tol(dtype, xp):
+    return 1e-10 if dtype == xp.float64 else 1e-4
+
+
+# --------------------------------------------------------------------------- objectives
+
+
+def _primal_from_g(alpha, g, y, loss, lam_sum, xp):
+    """(λ/2)αᵀg + Σ l(g, y) with g = Kα (sum convention)."""
+    reg = 0.5 * lam_sum * float(xp.sum(alpha * g))
+    return reg + float(xp.sum(loss.value(g, y)))
+
+
+def _dual_from_g(alpha, g, y, loss, lam_sum, xp, slack=1e-9):
+    """D(α) = −Σ l*(−λα) − (λ/2)αᵀg, or −inf if α is dual-infeasible beyond ``slack``."""
+    quad = 0.5 * lam_sum * float(xp.sum(alpha * g))
+    name = loss.name
+    if name in ("hinge", "squared_hinge", "logistic"):
+        t = lam_sum * y * alpha
+        hi = 1.0 + slack if name != "squared_hinge" else math.inf
+        if not bool(xp.all((t >= -slack) & (t <= hi))):
+            return -math.inf
+        t = xp.clip(t, 0.0, None) if name == "squared_hinge" else xp.clip(t, 0.0, 1.0)
+        if name == "hinge":
+            conj = -t
+        elif name == "squared_hinge":
+            conj = -t + t * t / 4
+        else:  # logistic: negative binary entropy, 0·log 0 = 0
+            tlog = xp.where(t > 0, t * xp.log(xp.where(t > 0, t, 1.0)), 0.0)
+            u = 1 - t
+            ulog = xp.where(u > 0, u * xp.log(xp.where(u > 0, u, 1.0)), 0.0)
+            conj = tlog + ulog
+    elif name == "epsilon_insensitive":
+        s = lam_sum * alpha
+        if not bool(xp.all(xp.abs(s) <= 1.0 + slack)):
+            return -math.inf
+        conj = -s * y + loss.epsilon * xp.abs(s)
+    else:  # squared
+        s = lam_sum * alpha
+        conj = -s * y + s * s / 4
+    return -float(xp.sum(conj)) - quad
+
+
+# --------------------------------------------------------------------------- array helpers
+
+
+def _scatter(mask, values, xp):
+    """Vector v with v[mask] = values (in order) and 0 elsewhere, without index assignment."""
+    if values.shape[0] == 0:
+        return xp.zeros(mask.shape, dtype=values.dtype, device=device_of(values))
+    pos = xp.cumulative_sum(xp.astype(mask, xp.int64)) - 1
+    pos = xp.clip(pos, 0, values.shape[0] - 1)
+    return xp.where(mask, xp.take(values, pos), xp.zeros_like(xp.take(values, pos)))
+
+
+def _submatrix(A, idx, xp):
+    return xp.take(xp.take(A, idx, axis=0), idx, axis=1)
+
+
+def _soft(v, thr, xp):
+    return xp.sign(v) * xp.maximum(xp.abs(v) - thr, 0.0)
+
+
+def _solve_vec(A, b, xp):
+    return xp.linalg.solve(A, b[:, None])[:, 0]
+
+
+# --------------------------------------------------------------------------- box-QP solver
+
+
+def _qp_obj(a, Qa, b, eps, xp):
+    """q(a) = ½aᵀQa − bᵀa + ε‖a‖₁ given Qa."""
+    val = float(xp.sum(a * (0.5 * Qa - b)))
+    if eps:
+        val += eps * float(xp.sum(xp.abs(a)))
+    return val
+
+
+def _face_direction(Qff, r, xp):
+    """Direction d on the current face: Q_FF d = r, or, if Q_FF is singular and r has a
+    component in its null space, that component (a direction of linear descent).
+
+    Returns (d, is_newton): is_newton says the full step d reaches the face minimiser.
+    """
+    m = Qff.shape[0]
+    try:  # exact solve first (LU, backward stable)
+        d = _solve_vec(Qff, r, xp)
+        ok = bool(xp.all(xp.isfinite(d)))
+        if ok:
+            res = float(xp.max(xp.abs(Qff @ d - r)))
+            scale = float(xp.max(xp.abs(Qff))) * float(xp.max(xp.abs(d))) + float(xp.max(xp.abs(r)))
+            ok = res <= 1e3 * m * _eps(Qff.dtype, xp) * scale and float(xp.sum(r * d)) > 0
+        if ok:
+            return d, True
+    except Exception:  # numpy/array_api_strict LinAlgError for an exactly singular Q_FF
+        pass
+    w, V = _compat_eigh(Qff, xp)
+    wmax = float(xp.max(xp.abs(w)))
+    keep = w > m * _eps(Qff.dtype, xp) * wmax
+    c = xp.matrix_transpose(V) @ r
+    null = xp.where(keep, 0.0, c)
+    if float(xp.linalg.vector_norm(null)) > 1e-8 * float(xp.linalg.vector_norm(c)):
+        return V @ null, False  # Q_FF·d = 0 and rᵀd = ‖P_null r‖² > 0: q decreases linearly
+    return V @ xp.where(keep, c / xp.where(keep, w, 1.0), 0.0), True
+
+
+def _active_set_qp(Q, b, lo, hi, eps, a, max_iter, xp):
+    """Minimise q(a) = ½aᵀQa − bᵀa + ε‖a‖₁ over lo ≤ a ≤ hi (Q PSD), from feasible ``a``.
+
+    A primal active-set method.  Coordinates are *fixed* at a breakpoint
+    (lo, hi, or 0 when ε > 0) or *free* inside a piece where q is quadratic
+    ([lo, hi] if ε = 0; [0, hi] or [lo, 0] by the sign s if ε > 0).  Each
+    iteration moves the free coordinates towards the face minimiser
+    (Q_FF d = −(∇q)_F, or a null-space descent direction of a singular Q_FF):
+    the projected full step is taken if it lowers q (several bounds may become
+    active at once, as in gradient-projection methods), otherwise the longest
+    feasible step (ratio test), fixing the blocking coordinate.  At a face
+    minimiser the fixed coordinates whose one-sided slope is negative (KKT
+    violators) are released, the worst ``max(16, |F|)`` at a time.  q decreases
+    monotonically; with no violator left, a satisfies the KKT conditions up to
+    rounding (the face equations are solved exactly).
+
+    Returns (a, iterations, exact_stop).
+    """
+    m = Q.shape[0]
+    dtype_eps = _eps(Q.dtype, xp)
+    zero = xp.zeros_like(b)
+    if eps:
+        free = (a != 0) & (a != lo) & (a != hi)
+        s = xp.where(free, xp.sign(a), 0.0)
+    else:
+        free = (a != lo) & (a != hi)
+        s = zero
+    Qa = Q @ a
+    L = float(xp.max(xp.sum(xp.abs(Q), axis=1))) if m else 0.0
+    singular_seen = False
+    for it in range(1, max_iter + 1):
+        plo = xp.where(s > 0, 0.0, lo) if eps else lo  # bounds of each free coordinate's piece
+        phi = xp.where(s < 0, 0.0, hi) if eps else hi
+        G = Qa - b + eps * s  # gradient of q on the current pieces
+        idx = xp.nonzero(free)[0]
+        at_min = idx.shape[0] == 0
+        if not at_min:
+            d_f, is_newton = _face_direction(_submatrix(Q, idx, xp), -xp.take(G, idx), xp)
+            singular_seen = singular_seen or not is_newton
+            d = xp.where(free, _scatter(free, d_f, xp), zero)
+            if not bool(xp.any(d != 0)):
+                at_min = True
+        if not at_min:
+            Qd = Q @ d
+            q0 = _qp_obj(a, Qa, b, eps, xp)
+            target = a + d
+            proj = xp.minimum(xp.maximum(target, plo), phi)
+            clipped = xp.any(proj != target)
+            if is_newton and not bool(clipped):
+                a, Qa = target, Qa + Qd  # the face minimiser
+                at_min = True
+            else:
+                # projected search along the arc P(a + t·d), t = 1, 1/2, …: many bounds at once
+                accepted = False
+                t = 1.0
+                for _ in range(8 if is_newton else 0):
+                    target = a + t * d
+                    proj = xp.minimum(xp.maximum(target, plo), phi)
+                    Qp = Q @ proj
+                    if _qp_obj(proj, Qp, b, eps, xp) < q0:
+                        accepted = True
+                        break
+                    t *= 0.5
+                if accepted:
+                    hit = free & (proj != target)
+                    a, Qa = proj, Qp
+                else:  # ratio test: longest step along d inside the pieces
+                    big = xp.asarray(math.inf, dtype=a.dtype, device=device_of(a))
+                    room = xp.where(d > 0, phi - a, xp.where(d < 0, plo - a, big))
+                    ratio = xp.where(d != 0, room / xp.where(d != 0, d, 1.0), big)
+                    t = float(xp.min(ratio))
+                    if is_newton:
+                        t = min(t, 1.0)
+                    if not math.isfinite(t):
+                        raise RuntimeError("internal error: unbounded direction in a box-constrained QP")
+                    a = xp.minimum(xp.maximum(a + t * d, plo), phi)
+                    hit = free & (ratio <= t)
+                    a = xp.where(hit, xp.where(d > 0, phi, plo), a)
+                    Qa = Q @ a
+                # coordinates that reached a bound of their piece become fixed
+                free = free & ~hit
+                s = xp.where(free, s, 0.0)
+                continue
+        # face minimiser: release fixed coordinates with a negative one-sided slope
+        G0 = Qa - b
+        if eps:  # one-sided derivatives of ε|a| (a = 0: +ε either way)
+            sa = xp.sign(a)
+            up = G0 + eps * xp.where(a != 0, sa, 1.0)  # slope of q when increasing a_i
+            down = -G0 - eps * xp.where(a != 0, sa, -1.0)  # slope when decreasing a_i
+        else:
+            up, down = G0, -G0
+        up = xp.where(free | (a >= hi), 0.0, up)
+        down = xp.where(free | (a <= lo), 0.0, down)
+        scale = L * float(xp.max(xp.abs(a))) + float(xp.max(xp.abs(b))) + eps
+        thr = 1e3 * m * dtype_eps * scale
+        viol = xp.maximum(-up, -down)
+        viol = xp.where(free, 0.0, viol)
+        n_viol = int(xp.sum(xp.astype(viol > thr, xp.int64)))
+        if n_viol == 0:
+            return a, it, True
+        # release many at once while the face systems are nonsingular (few SVs: few rounds);
+        # one at a time once Q_FF was singular (low-rank K), as the classical active-set method
+        k = 1 if singular_seen else min(n_viol, max(16, int(idx.shape[0])))
+        cut = xp.sort(viol)[m - k]
+        release = (viol >= cut) & (viol > thr)
+        new_sign = xp.where(-up >= -down, xp.ones_like(up), -xp.ones_like(up))
+        free = free | release
+        if eps:  # a released coordinate stays in the piece it sits at (0 only: the descent side)
+            s = xp.where(release, xp.where(a > 0, 1.0, xp.where(a < 0, -1.0, new_sign)), s)
+    return a, max_iter, False
+
+
+def _compat_eigh(a, xp):
+    from ._compat import eigh
+
+    return eigh(a, xp)
+
+
+def _qp_bounds(y, loss, lam_sum, xp):
+    C = 1.0 / lam_sum
+    if loss.name == "hinge":
+        zero = xp.zeros_like(y)
+        lo = xp.where(y > 0, zero, -C)
+        hi = xp.where(y > 0, C, zero)
+        return lo, hi, 0.0, 0.0
+    if loss.name == "squared_hinge":
+        zero = xp.zeros_like(y)
+        lo = xp.where(y > 0, zero, -math.inf)
+        hi = xp.where(y > 0, math.inf, zero)
+        return lo, hi, 0.0, lam_sum / 2
+    C_arr = xp.full(y.shape, C, dtype=y.dtype, device=device_of(y))
+    return -C_arr, C_arr, loss.epsilon, 0.0
+
+
+def _chunked_qp(K, y, lo, hi, eps, shift, gap_fn, tol, max_iter, xp, alpha0=None, chunk=None):
+    """Box QP over all n coordinates by chunking: exact active-set solves on a growing working set.
+
+    Coordinates outside the working set W are held at 0 (always feasible).
+    After each exact solve on W, the duality gap of the full problem is
+    evaluated; if it exceeds the tolerance, the coordinates violating their
+    optimality condition at 0 most are added to W (at least ``chunk``, at most
+    doubling |W|).  W only grows, so the loop ends in at most n rounds; the gap
+    certifies the result.  Returns (alpha, g, total inner iterations, converged).
+    """
+    n = K.shape[0]
+    zero = xp.zeros_like(y)
+    tau = 1.0 / max(float(xp.max(xp.linalg.diagonal(K))) + shift, 1e-300)
+    chunk = chunk or min(n, 128)
+    if alpha0 is None or not bool(xp.any(alpha0 != 0)):
+        alpha = zero
+        inW = xp.arange(n, device=device_of(y)) % max(n // chunk, 1) == 0 if chunk < n else xp.ones(n, dtype=xp.bool)
+    else:
+        alpha = alpha0
+        inW = alpha != 0
+    total = 0
+    for _ in range(n + 1):
+        if bool(xp.all(inW)):
+            idx = None
+            a, its, _exact = _active_set_qp(K + shift * _eye(n, K, xp) if shift else K, y, lo, hi, eps, alpha, max_iter, xp)
+            alpha = a
+            g = K @ alpha
+        else:
+            idx = xp.nonzero(inW)[0]
+            K_rows = xp.take(K, idx, axis=0)  # contiguous rows; K is symmetric so columns = rowsᵀ
+            Qw = xp.take(K_rows, idx, axis=1)
+            if shift:
+                Qw = Qw + shift * _eye(idx.shape[0], Qw, xp)
+            a, its, _exact = _active_set_qp(Qw, xp.take(y, idx), xp.take(lo, idx), xp.take(hi, idx), eps,
+                                   xp.take(alpha, idx), max_iter, xp)
+            alpha = _scatter(inW, a, xp)
+            g = a @ K_rows  # = K α, α supported on W
+        total += its
+        primal, dual = gap_fn(alpha, g)
+        if primal - dual <= tol * max(1.0, primal):
+            return alpha, g, total, True
+        if idx is None:
+            return alpha, g, total, False
+        # optimality of αᵢ = 0 for i outside W: prox step from 0 must stay at 0
+        G = g + shift * alpha - y
+        step = -tau * G
+        viol = xp.abs(xp.minimum(xp.maximum(_soft(step, tau * eps, xp) if eps else step, lo), hi))
+        viol = xp.where(inW, 0.0, viol)
+        n_viol = int(xp.sum(xp.astype(viol > 0, xp.int64)))
+        if n_viol == 0:
+            return alpha, g, total, False
+        k = min(n_viol, max(chunk, int(xp.sum(xp.astype(inW, xp.int64)))))
+        thr = xp.sort(viol)[n - k]
+        inW = inW | ((viol >= thr) & (viol > 0))
+    return alpha, g, total, False
+
+
+# --------------------------------------------------------------------------- logistic Newton
+
+
+def _logistic_newton(K, y, loss, lam_sum, tol, max_iter, xp):
+    """Damped Newton for the ℓ2-regularised logistic loss, in α.
+
+    The Newton step in β-space restricted to span{Φ(xᵢ)} solves
+    (λI + D K) Δ = −(λα + l′(Kα)), D = diag l″(Kα) (this is the primal Newton
+    step Φᵀ(λI + ΦDΦᵀ)… pulled back to α); a backtracking Armijo search on the
+    primal P(α + tΔ) (evaluated in O(n) from KΔ) makes it globally convergent.
+    """
+    n = K.shape[0]
+    alpha = xp.zeros_like(y)
+    g = xp.zeros_like(y)
+    eye = _eye(n, K, xp)
+    it = 0
+    polished = False
+    for it in range(1, max_iter + 1):
+        l1 = loss.derivative(g, y)
+        primal = _primal_from_g(alpha, g, y, loss, lam_sum, xp)
+        dual = _dual_from_g(-l1 / lam_sum, K @ (-l1 / lam_sum), y, loss, lam_sum, xp)
+        done = primal - dual <= tol * max(1.0, primal)
+        if done and polished:
+            return alpha, g, it - 1, True
+        r = lam_sum * alpha + l1
+        e = xp.exp(-xp.abs(y * g))
+        l2 = e / (1 + e) ** 2
+        delta = _solve_vec(lam_sum * eye + l2[:, None] * K, -r, xp)
+        Kd = K @ delta
+        slope = float(xp.sum(r * Kd))  # = ∇_β P · Δβ
+        if done:
+            # one more full Newton step once the gap test passes: the gap bounds ‖β − β*‖ only
+            # by √(2·gap/λ), while Newton's quadratic convergence makes this step exact to rounding
+            polished = True
+            if slope < 0:
+                a_t, g_t = alpha + delta, g + Kd
+                if _primal_from_g(a_t, g_t, y, loss, lam_sum, xp) <= primal:
+                    alpha, g = a_t, g_t
+            continue
+        if not slope < 0:
+            return alpha, g, it, False  # no descent left: rounding floor
+        t = 1.0
+        p0 = primal
+        for _ in range(60):
+            a_t, g_t = alpha + t * delta, g + t * Kd
+            if _primal_from_g(a_t, g_t, y, loss, lam_sum, xp) <= p0 + 1e-4 * t * slope:
+                break
+            t *= 0.5
+        else:
+            return alpha, g, it, False
+        alpha, g = a_t, g_t
+    l1 = loss.derivative(g, y)
+    primal = _primal_from_g(alpha, g, y, loss, lam_sum, xp)
+    dual = _dual_from_g(-l1 / lam_sum, K @ (-l1 / lam_sum), y, loss, lam_sum, xp)
+    return alpha, g, max_iter, primal - dual <= tol * max(1.0, primal)
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass
+class KernelMachine:
+    """An exact kernel-machine solution g(x) = Σᵢ αᵢ K(x, xᵢ) (no bias).
+
+    Attributes
+    ----------
+    alpha_ : array, shape (n,)
+        Coefficients, g = K α on the training points.
+    loss : losses.Loss
+    lam : float
+        λ as given (in the ``reduction`` convention); ``lam_sum`` = λ in the sum convention (7).
+    reduction : {"sum", "mean"}
+    primal_objective, dual_objective, duality_gap : float
+        P(α), D(α̃) and P − D ≥ P(α) − P*, in the ``reduction`` convention (mean = sum / n).
+    kkt_residual : float
+        max |α − α̂| where α̂ = −l′(Kα)/λ is the stationarity fixed point (smooth
+        losses), or the natural residual ‖α − prox(α − τ∇q)‖∞ of the dual QP
+        (τ = 1/max Qᵢᵢ); for the hard margin the primal infeasibility max(0, 1 − min yᵢgᵢ).
+    n_iter : int
+        Newton / active-set iterations (0 for closed forms).
+    converged : bool
+        Whether the duality gap met gap ≤ tol·max(1, P) (closed forms: True).
+    rkhs_norm_ : float
+        √(αᵀKα) = ‖β‖.
+    beta_error_bound : float
+        √(2·gap_sum/λ_sum) ≥ ‖β − β*‖, so |g(x) − g*(x)| ≤ √K(x,x)·beta_error_bound.
+    """
+
+    alpha_: object
+    loss: object
+    lam: float
+    lam_sum: float
+    reduction: str
+    primal_objective: float
+    dual_objective: float
+    duality_gap: float
+    kkt_residual: float
+    n_iter: int
+    converged: bool
+    rkhs_norm_: float
+    train_output_: object = None
+
+    @property
+    def beta_error_bound(self):
+        if self.lam_sum == 0:
+            return math.nan
+        n = self.alpha_.shape[0]
+        gap_sum = self.duality_gap * (n if self.reduction == "mean" else 1)
+        return math.sqrt(2 * max(gap_sum, 0.0) / self.lam_sum)
+
+    def predict(self, K_test_train):
+        """g(x) = Σᵢ αᵢ K(x, xᵢ) for the rows of ``K_test_train`` (shape (m, n)) → shape (m,)."""
+        return predict(self.alpha_, K_test_train)
+
+    def rkhs_norm(self):
+        """‖β‖ = √(αᵀKα)."""
+        return self.rkhs_norm_
+
+
+def _kkt_residual(alpha, g, y, K, loss, lam_sum, xp):
+    if loss.name in _QP_LOSSES:
+        lo, hi, eps, shift = _qp_bounds(y, loss, lam_sum, xp)
+        G = g + shift * alpha - y
+        # the solver's scale-free step τ = 1/max Qᵢᵢ (τ = 1 would mix the units of α and g)
+        tau = 1.0 / max(float(xp.max(xp.linalg.diagonal(K))) + shift, 1e-300)
+        v = alpha - tau * G
+        prox = xp.minimum(xp.maximum(_soft(v, tau * eps, xp) if eps else v, lo), hi)
+        return float(xp.max(xp.abs(alpha - prox)))
+    return float(xp.max(xp.abs(alpha + loss.derivative(g, y) / lam_sum)))
+
+
+# --------------------------------------------------------------------------- public API
+
+
+def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_psd=True):
+    r"""Exact minimiser of seed 000 eq. (7) in kernel form, with its certificate.
+
+    .. math::  \min_\beta \frac{\lambda}{2}\|\beta\|^2 + \sum_i l(\langle\beta, \Phi(x_i)\rangle, y_i),
+               \quad \beta = \sum_i \alpha_i \Phi(x_i),\ g = K\alpha .
+
+    Parameters
+    ----------
+    K : array, shape (n, n)
+        Gram matrix K(xᵢ, xⱼ), symmetric PSD (see the module docstring for the tolerances).
+    y : array, shape (n,)
+        Targets; ±1 for ``hinge``, ``squared_hinge`` and ``logistic``.
+    loss : str or losses.Loss
+        One of ``losses.NAMES`` or a Loss (e.g. ``losses.get("epsilon_insensitive", epsilon=0.5)``).
+    lam : float
+        λ > 0 (λ = 0 only for ``squared``: kernel regression α = K⁻¹y, K must be nonsingular).
+    reduction : {"sum", "mean"}
+        "sum" is eq. (7); "mean" divides the loss sum by n (⇔ λ_sum = n·λ); the paper's
+        experiments use "mean" (module docstring).
+    tol : float, optional
+        Relative duality-gap tolerance: stop when gap ≤ tol·max(1, P). Default 1e-10 (float64),
+        1e-4 (float32).
+    max_iter : int, optional
+        Iteration cap of the Newton loop (default 200) / of each active-set solve (default max(1000, 10n)).
+    check_psd : bool
+        Verify K ⪰ 0 by Cholesky (O(n³/3)); default True.
+
+    Returns
+    -------
+    KernelMachine
+        with ``alpha_``, the duality gap, KKT residual, iterations, convergence flag.
+
+    Notes
+    -----
+    Cost: squared O(n³) (one solve); QP losses O(n·|W|) per round plus O(|F|³) per active-set
+    step (W working set, F free support vectors); logistic O(n³) per Newton step.
+    Accuracy: the duality gap bounds the error (module docstring); active-set solutions are
+    exact to rounding (relative gap ~1e-15 in float64, ~1e-6 in float32 at n ~ 100).
+    """
+    caller = "machines.solve"
+    K, y, loss, lam, lam_sum, xp = _prepare(K, y, loss, lam, reduction, caller, psd=check_psd)
+    n = K.shape[0]
+    tol = _default_tol(K.dtype, xp) if tol is None else check_real(tol, "tol", caller=caller, low=0.0, closed="right")
+    div = n if reduction == "mean" else 1
+
+    if loss.name == "squared":
+        if lam_sum == 0.0:
+            delta = n * _eps(K.dtype, xp) * float(xp.linalg.vector_norm(K))
+            if not _cholesky_ok(K, -delta, xp):
+                raise InvalidParameterError(
+                    f"With lam=0 (kernel regression) {caller} needs a nonsingular K, but its smallest eigenvalue is "
+                    f"≤ n*eps*||K||_F = {delta:.3g}; use lam > 0."
+                )
+            alpha = _solve_vec(K, y, xp)
+        else:
+            alpha = _solve_vec(K + (lam_sum / 2) * _eye(n, K, xp), y, xp)
+        g = K @ alpha
+        primal = _primal_from_g(alpha, g, y, loss, lam_sum, xp)
+        dual = _dual_from_g(alpha, g, y, loss, lam_sum, xp) if lam_sum > 0 else 0.0
+        kkt = _kkt_residual(alpha, g, y, K, loss, lam_sum, xp) if lam_sum > 0 else float(xp.max(xp.abs(g - y)))
+        its, conv = 0, True
+    elif loss.name in _QP_LOSSES:
+        max_iter = max(1000, 10 * n) if max_iter is None else check_int(max_iter, "max_iter", caller=caller, low=1)
+        lo, hi, eps, shift = _qp_bounds(y, loss, lam_sum, xp)
+
+        def gap_fn(a, g):
+            return (_primal_from_g(a, g, y, loss, lam_sum, xp), _dual_from_g(a, g, y, loss, lam_sum, xp))
+
+        alpha, g, its, conv = _chunked_qp(K, y, lo, hi, eps, shift, gap_fn, tol, max_iter, xp)
+        primal, dual = gap_fn(alpha, g)
+        kkt = _kkt_residual(alpha, g, y, K, loss, lam_sum, xp)
+    else:  # logistic
+        max_iter = 200 if max_iter is None else check_int(max_iter, "max_iter", caller=caller, low=1)
+        alpha, g, its, conv = _logistic_newton(K, y, loss, lam_sum, tol, max_iter, xp)
+        a_dual = -loss.derivative(g, y) / lam_sum
+        g_dual = K @ a_dual
+        if conv:
+            # return the representer form α = −l′(g)/λ (stationarity): same β up to the solver's
+            # tolerance, and free of null(K) components when K is singular
+            alpha, g = a_dual, g_dual
+        primal = _primal_from_g(alpha, g, y, loss, lam_sum, xp)
+        dual = _dual_from_g(a_dual, g_dual, y, loss, lam_sum, xp)
+        kkt = _kkt_residual(alpha, g, y, K, loss, lam_sum, xp)
+    if not conv:
+        warnings.warn(
+            f"{caller}: the {loss.name} solver stopped with duality gap {primal - dual:.3g} > "
+            f"tol·max(1, P) = {tol * max(1.0, primal):.3g} after {its} iterations.",
+            ConvergenceWarning,
+            stacklevel=2,
+        )
+    return KernelMachine(
+        alpha_=alpha, loss=loss, lam=lam, lam_sum=lam_sum, reduction=reduction,
+        primal_objective=primal / div, dual_objective=dual / div, duality_gap=(primal - dual) / div,
+        kkt_residual=kkt, n_iter=its, converged=bool(conv),
+        rkhs_norm_=math.sqrt(max(float(xp.sum(alpha * g)), 0.0)), train_output_=g,
+    )
+
+
+def fit(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_psd=True):
+    r"""Coefficients α (shape (n,), g = Kα) of the exact minimiser of seed 000 eq. (7).
+
+    Same as ``solve(...).alpha_`` (SPEC §8); see :func:`solve` for the parameters, the
+    conventions (sum/mean, no bias, squared loss without ½) and the accuracy.
+    """
+    return solve(K, y, loss, lam, reduction=reduction, tol=tol, max_iter=max_iter, check_psd=check_psd).alpha_
+
+
+def hard_margin_svm(K, y, *, tol=None, max_iter=None, C_max=None, check_psd=True):
+    r"""Hard-margin SVM: min ½‖β‖² s.t. yᵢ g(xᵢ) ≥ 1 — the λ → 0 limit of the hinge machine (Table 1).
+
+    Dual: max yᵀα − ½αᵀKα s.t. yᵢαᵢ ≥ 0.  Solved as soft-margin SVMs with C = 1/λ
+    growing tenfold (warm-started) until no coefficient sits at its upper bound C:
+    that soft-margin solution satisfies the hard-margin KKT conditions exactly, so
+    soft margin = hard margin for every λ ≤ 1/max yᵢαᵢ.
+
+    Raises
+    ------
+    InvalidParameterError
+        If the data are not separable in the RKHS with geometric margin ≥ 1/√C_max
+        (C_max default 1e12/mean Kᵢᵢ): if a hard-margin β* existed, ‖β*‖² = Σ yᵢαᵢ* ≥ max yᵢαᵢ*,
+        so a solution needing C > C_max has margin 1/‖β*‖ < 1/√C_max.
+
+    Returns
+    -------
+    KernelMachine
+        ``lam = 0``; primal ½αᵀKα, dual yᵀα − ½αᵀKα, ``kkt_residual`` = max(0, 1 − min yᵢgᵢ).
+    """
+    caller = "machines.hard_margin_svm"
+    loss = _losses.get("hinge")
+    K, y, loss, _, _, xp = _prepare(K, y, loss, 1.0, "sum", caller, psd=check_psd)
+    n = K.shape[0]
+    tol = _default_tol(K.dtype, xp) if tol is None else check_real(tol, "tol", caller=caller, low=0.0, closed="right")
+    max_iter = max(1000, 10 * n) if max_iter is None else check_int(max_iter, "max_iter", caller=caller, low=1)
+    scale = float(xp.mean(xp.linalg.diagonal(K)))
+    if scale <= 0:
+        raise InvalidParameterError(f"The 'K' parameter of {caller} is zero on the diagonal: no point can be separated.")
+    C_max = 1e12 / scale if C_max is None else check_real(C_max, "C_max", caller=caller, low=0.0, closed="right")
+    C = min(1.0 / scale, C_max)
+    alpha = None
+    its_total = 0
+    while True:
+        lam = 1.0 / C
+        lo, hi, _, _ = _qp_bounds(y, loss, lam, xp)
+
+        def gap_fn(a, g, lam=lam):
+            return (_primal_from_g(a, g, y, loss, lam, xp), _dual_from_g(a, g, y, loss, lam, xp))
+
+        alpha, g, its, conv = _chunked_qp(K, y, lo, hi, 0.0, 0.0, gap_fn, tol, max_iter, xp, alpha0=alpha)
+        its_total += its
+        at_bound = bool(xp.any(y * alpha >= C * (1 - 1e-9)))
+        if not at_bound:
+            break
+        if C >= C_max:
+            raise InvalidParameterError(
+                f"The data given to {caller} are not separable in the RKHS of K with geometric margin "
+                f">= 1/sqrt(C_max) = {1 / math.sqrt(C_max):.3g} (soft-margin SVM with C = {C:.3g} still has "
+                "coefficients at the bound C). Use a soft margin (machines.fit(K, y, 'hinge', lam))."
+            )
+        C = min(10.0 * C, C_max)
+        if alpha is not None and not bool(xp.any(alpha != 0)):
+            alpha = None
+    norm2 = float(xp.sum(alpha * g))
+    primal = 0.5 * norm2
+    dual = float(xp.sum(y * alpha)) - 0.5 * norm2
+    infeas = max(0.0, 1.0 - float(xp.min(y * g)))
+    conv = primal - dual <= tol * max(1.0, primal) and infeas <= math.sqrt(tol)
+    if not conv:
+        warnings.warn(f"{caller}: gap {primal - dual:.3g}, margin violation {infeas:.3g}.", ConvergenceWarning, stacklevel=2)
+    return KernelMachine(
+        alpha_=alpha, loss=loss, lam=0.0, lam_sum=0.0, reduction="sum", primal_objective=primal,
+        dual_objective=dual, duality_gap=primal - dual, kkt_residual=infeas, n_iter=its_total,
+        converged=bool(conv), rkhs_norm_=math.sqrt(max(norm2, 0.0)), train_output_=g,
+    )
+
+
+def predict(alpha, K_test_train):
+    r"""g(x) = Σᵢ αᵢ K(x, xᵢ) for each row x of ``K_test_train`` (shape (m, n)) → shape (m,)."""
+    K_test_train = check_array(K_test_train, "K_test_train", caller="machines.predict", ndim=2)
+    xp = namespace(K_test_train)
+    alpha = check_array(alpha, "alpha", caller="machines.predict", ndim=1, xp=xp)
+    if K_test_train.shape[1] != alpha.shape[0]:
+        raise InvalidParameterError(
+            f"The 'K_test_train' parameter of machines.predict must have {alpha.shape[0]} columns (one per "
+            f"training point); got shape {tuple(K_test_train.shape)}."
+        )
+    return K_test_train @ xp.astype(alpha, K_test_train.dtype)
+
+
+def rkhs_norm(alpha, K, *, check_psd=False):
+    r"""‖β‖_H = √(αᵀKα) for β = Σ αᵢ Φ(xᵢ) (negative rounding clamped to 0)."""
+    K = _check_gram(K, "machines.rkhs_norm", psd=check_psd)
+    xp = namespace(K)
+    alpha = check_array(alpha, "alpha", caller="machines.rkhs_norm", xp=xp, shape=(K.shape[0],))
+    return math.sqrt(max(float(alpha @ (K @ alpha)), 0.0))
+
+
+def objective(alpha, K, y, loss, lam, *, reduction="sum"):
+    r"""Primal value P(α) = (λ/2)αᵀKα + Σ l((Kα)ᵢ, yᵢ) (``reduction="mean"``: loss term / n).
+
+    This is eq. (7) at β = Σ αᵢ Φ(xᵢ).  K is checked square/symmetric but not PSD.
+    """
+    K, y, loss, lam, lam_sum, xp = _prepare(K, y, loss, lam, reduction, "machines.objective", psd=False)
+    alpha = check_array(alpha, "alpha", caller="machines.objective", xp=xp, shape=(K.shape[0],))
+    val = _primal_from_g(alpha, K @ alpha, y, loss, lam_sum, xp)
+    return val / (K.shape[0] if reduction == "mean" else 1)
+
+
+def dual_objective(alpha, K, y, loss, lam, *, reduction="sum"):
+    r"""Fenchel dual D(α) = −Σ lᵢ*(−λαᵢ) − (λ/2)αᵀKα (−inf outside the dual domain).
+
+    Weak duality: D(α′) ≤ P(α) for all α, α′ (K PSD); equality at the optimum.
+    """
+    K, y, loss, lam, lam_sum, xp = _prepare(K, y, loss, lam, reduction, "machines.dual_objective", psd=False,
+                                            allow_zero=False)
+    alpha = check_array(alpha, "alpha", caller="machines.dual_objective", xp=xp, shape=(K.shape[0],))
+    val = _dual_from_g(alpha, K @ alpha, y, loss, lam_sum, xp)
+    return val / (K.shape[0] if reduction == "mean" else 1)
+
+
+def duality_gap(alpha, K, y, loss, lam, *, reduction="sum"):
+    r"""P(α) − D(α̃) ≥ P(α) − P*, with α̃ = α if dual-feasible, else −l′(Kα)/λ (smooth losses)."""
+    P = objective(alpha, K, y, loss, lam, reduction=reduction)
+    D = dual_objective(alpha, K, y, loss, lam, reduction=reduction)
+    loss_obj = _get_loss(loss, "machines.duality_gap")
+    if D == -math.inf and loss_obj.smoothness is not None:
+        xp = namespace(K)
+        Kx = check_array(K, "K", xp=xp)
+        n = Kx.shape[0]
+        lam_sum = lam * n if reduction == "mean" else lam
+        a = check_array(alpha, "alpha", xp=xp)
+        yy = xp.astype(check_array(y, "y", xp=xp), Kx.dtype)
+        ad = -loss_obj.derivative(Kx @ a, yy) / lam_sum
+        D = dual_objective(ad, K, y, loss, lam, reduction=reduction)
+    return P - D

@@ -1,0 +1,466 @@
+"""Exact kernel machines (seed 000 eq. (7), Table 1) against independent routes.
+
+Oracles (none shares code with ntkref.machines):
+- the primal in an explicit feature space: with the linear kernel K = XXᵀ,
+  β ∈ R^d is finite-dimensional and (λ/2)‖β‖² + Σ l(⟨β, xᵢ⟩, yᵢ) is minimised by
+  SciPy (normal equations, Newton/trust methods for smooth losses, SLSQP on
+  the slack-variable QP for hinge / ε-insensitive / hard margin); the kernel
+  machine must give g = Kα = Xβ* and ‖β‖ = √(αᵀKα);
+- the KKT conditions of each dual, checked directly;
+- the objective at α is not above the objective at any perturbed α (hypothesis);
+- numpy.linalg.solve for KRR; scikit-learn's SVC on a point-symmetric data set,
+  where its bias is 0 by symmetry, so its problem coincides with ours.
+Both K = XXᵀ of rank d < n (singular: α is not unique, g is) and d > n are used.
+"""
+import warnings
+
+import numpy as np
+import pytest
+import scipy.optimize
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ntkref import losses, machines
+from ntkref._validation import InvalidParameterError
+
+ALL = ("hinge", "squared_hinge", "epsilon_insensitive", "squared", "logistic")
+EPS = 0.2  # ε for the ε-insensitive loss below
+
+
+def _loss(name):
+    return losses.get(name, epsilon=EPS) if name == "epsilon_insensitive" else name
+
+
+def _problem(name, n, d, seed):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d))
+    w = rng.standard_normal(d)
+    if name in ("hinge", "squared_hinge", "logistic"):
+        y = np.where(X @ w + 0.7 * rng.standard_normal(n) >= 0, 1.0, -1.0)  # noisy: not separable
+    else:
+        y = X @ w + 0.3 * rng.standard_normal(n)
+    return X, y
+
+
+# ----------------------------------------------------------------------------- primal oracles
+
+
+def _primal_oracle(name, X, y, lam):
+    """β* of min (λ/2)‖β‖² + Σ l(⟨β, xᵢ⟩, yᵢ) over β ∈ R^d, by SciPy (no ntkref code)."""
+    n, d = X.shape
+    if name == "squared":  # ∇ = λβ − 2Xᵀ(y − Xβ) = 0
+        return np.linalg.solve(lam / 2 * np.eye(d) + X.T @ X, X.T @ y)
+    if name in ("logistic", "squared_hinge"):
+        def f(b):
+            m = y * (X @ b)
+            if name == "logistic":
+                return lam / 2 * b @ b + np.sum(np.logaddexp(0, -m))
+            return lam / 2 * b @ b + np.sum(np.maximum(0, 1 - m) ** 2)
+
+        def grad(b):
+            m = y * (X @ b)
+            lp = -y / (1 + np.exp(m)) if name == "logistic" else -2 * y * np.maximum(0, 1 - m)
+            return lam * b + X.T @ lp
+
+        def hess(b):
+            m = y * (X @ b)
+            w = np.exp(-np.logaddexp(0, m) - np.logaddexp(0, -m)) if name == "logistic" else 2.0 * (m < 1)
+            return lam * np.eye(d) + X.T @ (w[:, None] * X)
+
+        res = scipy.optimize.minimize(f, np.zeros(d), jac=grad, hess=hess, method="trust-exact",
+                                      options={"gtol": 1e-13, "maxiter": 1000})
+        # λ-strong convexity: ‖β − β*‖ ≤ ‖∇f(β)‖/λ, checked to be tiny
+        assert np.linalg.norm(grad(res.x)) / lam < 1e-9
+        return res.x
+    # hinge / ε-insensitive: QP in (β, ξ) with linear constraints, by SLSQP
+    if name == "hinge":
+        # ξᵢ ≥ 1 − yᵢ⟨β, xᵢ⟩, ξ ≥ 0
+        A = np.hstack([y[:, None] * X, np.eye(n)])
+        cons = [{"type": "ineq", "fun": lambda v: A @ v - 1, "jac": lambda v: A}]
+    else:
+        # ξᵢ ≥ yᵢ − ⟨β, xᵢ⟩ − ε and ξᵢ ≥ ⟨β, xᵢ⟩ − yᵢ − ε, ξ ≥ 0
+        A1 = np.hstack([X, np.eye(n)])
+        A2 = np.hstack([-X, np.eye(n)])
+        cons = [{"type": "ineq", "fun": lambda v: A1 @ v - y + EPS, "jac": lambda v: A1},
+                {"type": "ineq", "fun": lambda v: A2 @ v + y + EPS, "jac": lambda v: A2}]
+
+    def obj(v):
+        return lam / 2 * v[:d] @ v[:d] + np.sum(v[d:])
+
+    def obj_grad(v):
+        return np.concatenate([lam * v[:d], np.ones(n)])
+
+    v0 = np.concatenate([np.zeros(d), np.full(n, 1.0 + np.max(np.abs(y)))])  # feasible start
+    res = scipy.optimize.minimize(obj, v0, jac=obj_grad, constraints=cons, bounds=[(None, None)] * d + [(0, None)] * n,
+                                  method="SLSQP", options={"ftol": 1e-14, "maxiter": 2000})
+    # status 8 ("positive directional derivative in line search") is SLSQP reaching its precision floor
+    assert res.success or res.status == 8, res.message
+    return res.x[:d]
+
+
+def _loss_np(name, z, y):
+    """Table 1 losses written out in NumPy (independent of ntkref.losses)."""
+    m = y * z
+    return {"hinge": lambda: np.maximum(0, 1 - m), "squared_hinge": lambda: np.maximum(0, 1 - m) ** 2,
+            "epsilon_insensitive": lambda: np.maximum(0, np.abs(y - z) - EPS), "squared": lambda: (y - z) ** 2,
+            "logistic": lambda: np.logaddexp(0, -m)}[name]()
+
+
+# (n, d): d < n makes K = XXᵀ singular (rank d), d > n makes it nonsingular
+SHAPES = [(40, 6), (24, 40)]
+
+
+@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("n, d", SHAPES)
+@pytest.mark.parametrize("lam", [0.05, 3.0])
+def test_fit_matches_feature_space_primal(name, n, d, lam, xp, asxp, tonp):
+    X, y = _problem(name, n, d, seed=n + d)
+    K = X @ X.T
+    km = machines.solve(asxp(K), asxp(y), _loss(name), lam)
+    assert km.converged
+    alpha = tonp(km.alpha_)
+    beta = _primal_oracle(name, X, y, lam)
+    g_oracle = X @ beta
+    scale = max(1.0, np.max(np.abs(g_oracle)))
+    # SLSQP / trust-exact solve to ~1e-10 in the objective; predictions then agree to ~1e-6
+    # (√(2Δ/λ)·max‖xᵢ‖ with Δ ~ 1e-12, λ ≥ 0.05, ‖x‖ ~ 6: 4e-5 worst case, observed far smaller).
+    np.testing.assert_allclose(K @ alpha, g_oracle, rtol=0, atol=1e-6 * scale)
+    assert km.rkhs_norm() == pytest.approx(np.linalg.norm(beta), rel=1e-6, abs=1e-9)
+    # ntkref's point is at least as good as SciPy's (to rounding): P(α) ≤ P(β_scipy)
+    P_ours = lam / 2 * alpha @ K @ alpha + np.sum(_loss_np(name, K @ alpha, y))
+    P_scipy = lam / 2 * beta @ beta + np.sum(_loss_np(name, X @ beta, y))
+    assert P_ours <= P_scipy + 1e-11 * max(1.0, P_scipy)
+    # the reported gap is a true upper bound on the suboptimality and is tiny
+    assert -1e-12 * max(1.0, km.primal_objective) <= km.duality_gap <= 1e-10 * max(1.0, km.primal_objective)
+
+
+# ----------------------------------------------------------------------------- KKT conditions of the duals
+
+
+@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("n, d", SHAPES)
+def test_dual_kkt_conditions(name, n, d, xp, asxp, tonp):
+    lam = 0.3
+    X, y = _problem(name, n, d, seed=7 * n + d)
+    K = X @ X.T
+    alpha = tonp(machines.fit(asxp(K), asxp(y), _loss(name), lam))
+    g = K @ alpha
+    C = 1 / lam
+    # exact to rounding: g carries error ~ n·eps·‖K‖·‖α‖ ≈ 1e-11 here
+    tol = 1e-8
+    if name == "hinge":  # 0 ≤ yα ≤ C; yα = 0 ⇒ yg ≥ 1; 0 < yα < C ⇒ yg = 1; yα = C ⇒ yg ≤ 1
+        a = y * alpha
+        assert np.all(a >= 0) and np.all(a <= C * (1 + 1e-15))
+        assert np.all(y[a == 0] * g[a == 0] >= 1 - tol)
+        mid = (a > 0) & (a < C * (1 - 1e-12))
+        np.testing.assert_allclose(y[mid] * g[mid], 1, atol=tol)
+        assert np.all(y[a >= C * (1 - 1e-12)] * g[a >= C * (1 - 1e-12)] <= 1 + tol)
+        assert mid.any() and (a == 0).any()  # the test exercises both kinds of point
+    elif name == "squared_hinge":  # stationarity α = −l′(g)/λ = 2y·max(0, 1 − yg)/λ
+        np.testing.assert_allclose(alpha, 2 * y * np.maximum(0, 1 - y * g) / lam, atol=tol * C)
+    elif name == "epsilon_insensitive":  # |α| ≤ C; α = 0 ⇒ |y − g| ≤ ε; 0 < |α| < C ⇒ y − g = ε·sign α
+        r = y - g
+        assert np.all(np.abs(alpha) <= C * (1 + 1e-15))
+        assert np.all(np.abs(r[alpha == 0]) <= EPS + tol)
+        mid = (alpha != 0) & (np.abs(alpha) < C * (1 - 1e-12))
+        np.testing.assert_allclose(r[mid], EPS * np.sign(alpha[mid]), atol=tol)
+        at_c = np.abs(alpha) >= C * (1 - 1e-12)
+        assert np.all(r[at_c] * np.sign(alpha[at_c]) >= EPS - tol)
+    elif name == "squared":  # α = 2(y − g)/λ
+        np.testing.assert_allclose(alpha, 2 * (y - g) / lam, atol=tol * C)
+    else:  # logistic: α = y·σ(−yg)/λ
+        np.testing.assert_allclose(alpha, y / (1 + np.exp(y * g)) / lam, atol=1e-8 * C)
+
+
+# ----------------------------------------------------------------------------- optimality by perturbation
+
+
+_CACHE = {}
+
+
+def _solved(name, asxp, tonp):
+    key = name
+    if key not in _CACHE:
+        X, y = _problem(name, 30, 8, seed=3)
+        K = X @ X.T
+        _CACHE[key] = (K, y, tonp(machines.fit(asxp(K), asxp(y), _loss(name), 0.5)))
+    return _CACHE[key]
+
+
+@pytest.mark.parametrize("name", ALL)
+@given(seed=st.integers(0, 2**32 - 1), log_t=st.floats(-8, 1))
+def test_objective_not_lowered_by_perturbation(name, seed, log_t, xp, asxp, tonp):
+    K, y, alpha = _solved(name, asxp, tonp)
+    u = np.random.default_rng(seed).standard_normal(alpha.shape)
+    u /= np.linalg.norm(u)
+    P = machines.objective(asxp(alpha), asxp(K), asxp(y), _loss(name), 0.5)
+    Pp = machines.objective(asxp(alpha + 10.0**log_t * u), asxp(K), asxp(y), _loss(name), 0.5)
+    # rounding of P (a sum of ~30 terms of size ≤ ~10): 1e-12 relative
+    assert Pp >= P - 1e-12 * max(1.0, abs(P))
+
+
+# ----------------------------------------------------------------------------- conventions
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_mean_reduction_is_sum_with_n_lambda(name, xp, asxp, tonp):
+    n = 30
+    X, y = _problem(name, n, 8, seed=11)
+    K = X @ X.T
+    a_mean = tonp(machines.fit(asxp(K), asxp(y), _loss(name), 0.01, reduction="mean"))
+    a_sum = tonp(machines.fit(asxp(K), asxp(y), _loss(name), 0.01 * n))
+    np.testing.assert_allclose(K @ a_mean, K @ a_sum, rtol=0, atol=1e-10)
+    # and the objectives: mean = sum(nλ) / n
+    P_mean = machines.objective(asxp(a_mean), asxp(K), asxp(y), _loss(name), 0.01, reduction="mean")
+    P_sum = machines.objective(asxp(a_mean), asxp(K), asxp(y), _loss(name), 0.01 * n)
+    assert P_mean == pytest.approx(P_sum / n, rel=1e-13)
+
+
+@pytest.mark.parametrize("lam", [1e-6, 1e-2, 1.0, 1e3])
+def test_krr_closed_form_against_numpy(lam, xp, asxp, tonp):
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((25, 4))
+    K = np.exp(-0.5 * np.sum((X[:, None] - X[None]) ** 2, axis=-1))  # Gaussian kernel: PD
+    y = rng.standard_normal(25)
+    alpha = tonp(machines.fit(asxp(K), asxp(y), "squared", lam))
+    # the minimiser of Σ(y − g)² + (λ/2)αᵀKα (no ½ on the loss): (K + λ/2·I)α = y
+    A = K + lam / 2 * np.eye(25)
+    expected = np.linalg.solve(A, y)
+    # two backward-stable solves differ by ≲ cond(A)·eps relative (times a modest constant)
+    tol = 100 * np.linalg.cond(A) * np.finfo(float).eps
+    np.testing.assert_allclose(alpha, expected, rtol=0, atol=tol * np.max(np.abs(expected)))
+
+
+def test_kernel_regression_lambda_zero_interpolates(xp, asxp, tonp):
+    rng = np.random.default_rng(6)
+    X = rng.standard_normal((15, 3))
+    K = np.exp(-np.sum((X[:, None] - X[None]) ** 2, axis=-1))
+    y = rng.standard_normal(15)
+    km = machines.solve(asxp(K), asxp(y), "squared", 0.0)
+    np.testing.assert_allclose(K @ tonp(km.alpha_), y, atol=1e-9)
+    np.testing.assert_allclose(tonp(km.alpha_), np.linalg.solve(K, y), rtol=1e-6)
+
+
+# ----------------------------------------------------------------------------- hard margin
+
+
+def _separable(n, d, seed):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d))
+    w = rng.standard_normal(d)
+    keep = np.abs(X @ w) > 0.3 * np.linalg.norm(w)  # a positive margin
+    X = X[keep]
+    return X, np.sign(X @ w)
+
+
+def test_hard_margin_matches_primal_qp(xp, asxp, tonp):
+    X, y = _separable(40, 5, seed=1)
+    K = X @ X.T
+    km = machines.hard_margin_svm(asxp(K), asxp(y))
+    d = X.shape[1]
+    A = y[:, None] * X
+    res = scipy.optimize.minimize(lambda b: 0.5 * b @ b, np.zeros(d), jac=lambda b: b, method="SLSQP",
+                                  constraints=[{"type": "ineq", "fun": lambda b: A @ b - 1, "jac": lambda b: A}],
+                                  options={"ftol": 1e-15, "maxiter": 1000})
+    assert res.success
+    np.testing.assert_allclose(K @ tonp(km.alpha_), X @ res.x, atol=1e-7)
+    assert km.rkhs_norm() == pytest.approx(np.linalg.norm(res.x), rel=1e-7)
+    assert km.kkt_residual <= 1e-9  # all yᵢgᵢ ≥ 1
+
+
+def test_hard_margin_is_the_small_lambda_limit_of_soft_margin(xp, asxp, tonp):
+    X, y = _separable(40, 5, seed=2)
+    K = X @ X.T
+    hard = tonp(machines.hard_margin_svm(asxp(K), asxp(y)).alpha_)
+    a_max = np.max(y * hard)
+    # for C = 1/λ ≥ max yα_hard the soft-margin solution *is* the hard-margin one
+    soft = tonp(machines.fit(asxp(K), asxp(y), "hinge", 0.5 / a_max))
+    np.testing.assert_allclose(K @ soft, K @ hard, atol=1e-9)
+    # for larger λ the box binds and the solutions differ
+    soft_big = tonp(machines.fit(asxp(K), asxp(y), "hinge", 4.0 / a_max))
+    assert np.max(np.abs(K @ soft_big - K @ hard)) > 1e-3
+
+
+def test_hard_margin_rejects_non_separable_data(xp, asxp):
+    # XOR is not linearly separable: the linear kernel's RKHS cannot separate it
+    X = np.array([[1.0, 1.0], [-1.0, -1.0], [1.0, -1.0], [-1.0, 1.0]])
+    y = np.array([1.0, 1.0, -1.0, -1.0])
+    with pytest.raises(InvalidParameterError, match="not separable"):
+        machines.hard_margin_svm(asxp(X @ X.T), asxp(y))
+
+
+# ----------------------------------------------------------------------------- scikit-learn
+
+
+def test_svm_matches_sklearn_where_its_bias_vanishes(xp, asxp, tonp):
+    """sklearn's SVC fits a bias b (dual constraint Σαᵢ = 0).  On a point-symmetric data set
+    {(x, y)} ∪ {(−x, −y)} with an odd kernel (linear) the unbiased solution is symmetric,
+    α(−x) = −α(x), so Σα = 0 holds: it is feasible and optimal for sklearn's problem too,
+    and sklearn's b is 0.  The decision values must then coincide."""
+    svm = pytest.importorskip("sklearn.svm")
+    rng = np.random.default_rng(9)
+    X0 = rng.standard_normal((30, 4))
+    y0 = np.where(X0 @ rng.standard_normal(4) + 0.5 * rng.standard_normal(30) > 0, 1.0, -1.0)
+    X = np.vstack([X0, -X0])
+    y = np.concatenate([y0, -y0])
+    K = X @ X.T
+    lam = 0.2
+    clf = svm.SVC(kernel="precomputed", C=1 / lam, tol=1e-12).fit(K, y)
+    alpha = tonp(machines.fit(asxp(K), asxp(y), "hinge", lam))
+    assert abs(clf.intercept_[0]) < 1e-7
+    # libsvm caches kernel entries as single-precision floats (`typedef float Qfloat` in svm.cpp), so
+    # even at tol = 1e-12 its solution is only float32-accurate: ~eps32·‖K‖·Σ|α| ≈ 1e-5 here
+    g_sk = clf.decision_function(K)
+    np.testing.assert_allclose(K @ alpha, g_sk, atol=1e-4 * np.max(np.abs(g_sk)))
+    # and ntkref's point is at least as good for the (unbiased) objective, up to float64 rounding
+    a_sk = np.zeros(len(y))
+    a_sk[clf.support_] = clf.dual_coef_[0]
+
+    def P(a):
+        return lam / 2 * a @ K @ a + np.sum(np.maximum(0, 1 - y * (K @ a)))
+
+    assert P(alpha) <= P(a_sk) + 1e-12 * P(a_sk)
+
+
+# ----------------------------------------------------------------------------- result object and certificate
+
+
+def test_result_object_predict_and_certified_error(xp, asxp, tonp):
+    X, y = _problem("logistic", 40, 6, seed=4)
+    Xt = np.random.default_rng(1).standard_normal((7, 6))
+    K, Kt = X @ X.T, Xt @ X.T
+    exact = machines.solve(asxp(K), asxp(y), "logistic", 0.1)
+    np.testing.assert_allclose(tonp(exact.predict(asxp(Kt))), Kt @ tonp(exact.alpha_), rtol=1e-14)
+    np.testing.assert_allclose(tonp(machines.predict(exact.alpha_, asxp(Kt))), Kt @ tonp(exact.alpha_), rtol=1e-14)
+    assert exact.rkhs_norm() == pytest.approx(machines.rkhs_norm(exact.alpha_, asxp(K)), rel=1e-14)
+    # a deliberately loose solve: its gap must certify |g − g*| ≤ √K(x,x)·√(2·gap/λ) (strong convexity)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", machines.ConvergenceWarning)  # stopping early is the point here
+        rough = machines.solve(asxp(K), asxp(y), "logistic", 0.1, tol=1e-2, max_iter=2)
+    bound = rough.beta_error_bound
+    assert bound > 0
+    diff = np.abs(Kt @ (tonp(rough.alpha_) - tonp(exact.alpha_)))
+    assert np.all(diff <= np.sqrt(np.sum(Xt**2, axis=1)) * bound * (1 + 1e-9) + 1e-12)
+
+
+def test_duality_gap_function_is_nonnegative_and_zero_at_optimum(xp, asxp, tonp):
+    X, y = _problem("hinge", 30, 8, seed=12)
+    K = X @ X.T
+    alpha = machines.fit(asxp(K), asxp(y), "hinge", 0.3)
+    gap = machines.duality_gap(alpha, asxp(K), asxp(y), "hinge", 0.3)
+    assert abs(gap) < 1e-10
+    # weak duality on arbitrary feasible points: D(α′) ≤ P(α)
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        a2 = y * rng.uniform(0, 1 / 0.3, size=30)
+        assert machines.dual_objective(asxp(a2), asxp(K), asxp(y), "hinge", 0.3) <= machines.objective(
+            alpha, asxp(K), asxp(y), "hinge", 0.3) + 1e-12
+
+
+def test_float32_inputs_give_float32_results(xp, asxp, tonp):
+    X, y = _problem("hinge", 20, 30, seed=13)
+    K = X @ X.T
+    a64 = tonp(machines.fit(asxp(K), asxp(y), "hinge", 0.5))
+    a32 = machines.fit(asxp(K.astype(np.float32)), asxp(y.astype(np.float32)), "hinge", 0.5)
+    assert a32.dtype == xp.float32
+    # float32: g to ~1e-4 relative (eps32·cond(K_FF), cond ≲ 1e2 here)
+    np.testing.assert_allclose(K @ tonp(a32), K @ a64, atol=1e-4 * np.max(np.abs(K @ a64)))
+
+
+# ----------------------------------------------------------------------------- bad input
+
+
+def _spd(n=4):
+    X = np.random.default_rng(0).standard_normal((n, n + 2))
+    return X @ X.T
+
+
+@pytest.mark.parametrize(
+    "K, y, loss, lam, kwargs, match",
+    [
+        (np.ones((3, 4)), np.ones(3), "squared", 1.0, {}, "square"),
+        (np.array([[1.0, 0.5], [0.0, 1.0]]), np.ones(2), "squared", 1.0, {}, "symmetric"),
+        (np.array([[1.0, 2.0], [2.0, 1.0]]), np.ones(2), "squared", 1.0, {}, "positive semidefinite"),
+        (np.array([[1.0, np.nan], [np.nan, 1.0]]), np.ones(2), "squared", 1.0, {}, "NaN"),
+        (_spd(), np.ones(3), "squared", 1.0, {}, "shape \\(4,\\)"),
+        (_spd(), np.ones((4, 1)), "squared", 1.0, {}, "'y'"),
+        (_spd(), np.array([1.0, -1.0, 0.0, 1.0]), "hinge", 1.0, {}, "-1 and \\+1"),
+        (_spd(), np.array([1.0, -1.0, 2.0, 1.0]), "logistic", 1.0, {}, "-1 and \\+1"),
+        (_spd(), np.ones(4), "hinge", 0.0, {}, "hard_margin_svm"),
+        (_spd(), np.ones(4), "logistic", 0.0, {}, "'lam'"),
+        (_spd(), np.ones(4), "hinge", -1.0, {}, "'lam'"),
+        (_spd(), np.ones(4), "squared", -1.0, {}, "'lam'"),
+        (_spd(), np.ones(4), "squared", float("nan"), {}, "'lam'"),
+        (_spd(), np.ones(4), "squared", 1.0, {"reduction": "average"}, "'reduction'"),
+        (_spd(), np.ones(4), "svm", 1.0, {}, "'loss'"),
+        (_spd(), np.ones(4), 3, 1.0, {}, "'loss'"),
+        (_spd(), np.ones(4), "hinge", 1.0, {"tol": 0.0}, "'tol'"),
+        (_spd(), np.ones(4), "hinge", 1.0, {"max_iter": 0}, "'max_iter'"),
+    ],
+)
+def test_bad_input_is_a_clear_error(K, y, loss, lam, kwargs, match, xp, asxp):
+    with pytest.raises(InvalidParameterError, match=match):
+        machines.fit(asxp(K), asxp(y), loss, lam, **kwargs)
+
+
+def test_singular_kernel_with_lambda_zero_is_an_error(xp, asxp):
+    X = np.random.default_rng(0).standard_normal((6, 2))
+    with pytest.raises(InvalidParameterError, match="nonsingular"):
+        machines.fit(asxp(X @ X.T), asxp(np.ones(6)), "squared", 0.0)
+
+
+def test_predict_and_rkhs_norm_shape_errors(xp, asxp):
+    with pytest.raises(InvalidParameterError, match="columns"):
+        machines.predict(asxp(np.ones(3)), asxp(np.ones((2, 4))))
+    with pytest.raises(InvalidParameterError, match="shape"):
+        machines.rkhs_norm(asxp(np.ones(3)), asxp(_spd()))
+
+
+# ----------------------------------------------------------------------------- adversarial small problems
+
+
+@pytest.mark.parametrize("name", ("hinge", "squared_hinge", "epsilon_insensitive"))
+@given(n=st.integers(1, 14), d=st.integers(1, 5), seed=st.integers(0, 2**32 - 1), log_lam=st.floats(-3, 2),
+       n_dup=st.integers(0, 3))
+def test_active_set_solver_on_degenerate_problems(name, n, d, seed, log_lam, n_dup, xp, asxp, tonp):
+    """Singular K (d < n), duplicated points (with either label), tiny n: the QP solver must still
+    return a point with a certified duality gap (P − D ≤ 1e-10·max(1, P)), and that point must be
+    optimal by an independent test: no coordinate direction ±eᵢ lowers the primal objective."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d))
+    if n_dup and n > 1:
+        X = np.vstack([X, X[rng.integers(0, n, size=n_dup)]])
+    m = X.shape[0]
+    y = rng.choice([-1.0, 1.0], size=m) if name != "epsilon_insensitive" else rng.standard_normal(m)
+    K = X @ X.T
+    lam = 10.0**log_lam
+    km = machines.solve(asxp(K), asxp(y), _loss(name), lam)
+    assert km.converged
+    assert km.duality_gap <= 1e-10 * max(1.0, km.primal_objective)
+    alpha = tonp(km.alpha_)
+
+    def P(a):
+        return lam / 2 * a @ K @ a + np.sum(_loss_np(name, K @ a, y))
+
+    P0 = P(alpha)
+    for i in range(m):
+        for step in (1e-4, -1e-4):
+            e = np.zeros(m)
+            e[i] = step
+            assert P(alpha + e) >= P0 - 1e-11 * max(1.0, P0)
+
+
+def test_psd_threshold(xp, asxp):
+    """λ_min(K) = −1e-8·‖K‖ (far below −n·eps·‖K‖_F ≈ −1e-13·‖K‖) is refused; a singular PSD K
+    (λ_min = 0 up to the rounding of forming it) is accepted."""
+    rng = np.random.default_rng(3)
+    V, _ = np.linalg.qr(rng.standard_normal((20, 20)))
+    w = np.linspace(1.0, 2.0, 20)
+    w[0] = -1e-8
+    K = (V * w) @ V.T
+    K = (K + K.T) / 2
+    with pytest.raises(InvalidParameterError, match="positive semidefinite"):
+        machines.fit(asxp(K), asxp(np.ones(20)), "squared", 1.0)
+    w[0] = 0.0
+    K0 = (V * w) @ V.T
+    machines.fit(asxp((K0 + K0.T) / 2), asxp(np.ones(20)), "squared", 1.0)
