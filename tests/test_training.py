@@ -140,3 +140,22 @@ def test_bad_inputs(xp, asxp):
         nets.train(net, p, asxp(x), asxp(y), "hinge", 20.0, 0.1, 3)
     with pytest.raises(InvalidParameterError, match="track_kernel"):
         nets.train(net, p, asxp(x), asxp(y), "hinge", 0.1, 0.1, 3, record_every=2, track_kernel=True)
+
+
+def test_compare_side_by_side(xp, asxp, tonp):
+    """equivalence.compare: a linearised net matches its KM to rounding; a real net's gap to the KM with
+    Θ̂(w₀) and to the KM with the analytic NTK both shrink as the width grows 16×."""
+    from ntkref import equivalence
+
+    x, y, xt = _data(8, n=10)
+    base = nets.Antisymmetric(nets.FullyConnected(3, 64))  # f₀ ≡ 0, as the KM's g₀ decays under (8)
+    p0 = base.init(0, xp=xp)
+    lin = nets.Linearized(base, p0)
+    c = equivalence.compare(lin, lin.init(), asxp(x), asxp(y), "hinge", 0.5, 0.05, 40, x_test=asxp(xt))
+    assert float(tonp(c.gap_train).max()) <= 1e-10 * float(np.abs(tonp(c.nn.f_train)).max())
+    gaps = []
+    for m in (64, 1024):
+        net = nets.Antisymmetric(nets.FullyConnected(3, m))
+        c = equivalence.compare(net, net.init(1, xp=xp), asxp(x), asxp(y), "hinge", 0.5, 0.05, 40, x_test=asxp(xt), analytic=True)
+        gaps.append((float(tonp(c.gap_train)[-1]), float(tonp(c.gap_train_analytic)[-1]), float(tonp(c.gap_test)[-1])))
+    assert gaps[1][0] < 0.5 * gaps[0][0] and gaps[1][1] < 0.5 * gaps[0][1] and gaps[1][2] < gaps[0][2], gaps

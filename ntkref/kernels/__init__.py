@@ -9,7 +9,9 @@ Public objects:
 - :func:`wei_kernel`, :func:`wei_k1_k2` — seed 002's two-layer kernel.
 - :func:`arora_ntk` — seed 004 eq. (8) (c_σ = 2, no 1/d).
 - :func:`chen_ntk` — seed 000's convention (W_std = 1, no bias) at any depth.
+- :func:`cntk` — NNGP/NTK of ReLU CNNs with SAME convolutions (seed 004), GAP or flatten readout.
 """
+from ._cntk import cntk
 from ._fc import ACTIVATIONS, Activation, Kernel, fc, fc_diagonal
 from ._two_layer import arora_ntk, relu_h, two_layer_relu_ntk, wei_k1_k2, wei_kernel
 
@@ -29,6 +31,7 @@ __all__ = [
     "Kernel",
     "arora_ntk",
     "chen_ntk",
+    "cntk",
     "fc",
     "fc_diagonal",
     "relu_h",

@@ -20,7 +20,9 @@ layout (C_out, C_in, q, q).  Readout:
 
 All weights and biases are i.i.d. N(0, 1); ``b_std = 0`` means no bias
 parameters.  Forward, Jacobian (per layer, by hand-written backpropagation
-through the convolutions) and the empirical tangent kernel
+through the convolutions: im2col forward, transposed convolution backward),
+the vector–Jacobian product (``vjp``, the backward pass used for training)
+and the empirical tangent kernel
 Θ̂(w; x, x′) = ⟨∇_w f(w, x), ∇_w f(w, x′)⟩ (seed 000 Def. 2.1, seed 004
 eq. (1) without the expectation) are written out; relu′(0) = 0.  As every
 width → ∞, Θ̂ → ``cntk(depth=L, readout, filter_size=q, W_std, b_std).ntk``
@@ -31,7 +33,7 @@ from __future__ import annotations
 import math
 import numbers
 
-import numpy as np
+import numpy as np  # host-side random draws in init() only (reproducible across backends)
 
 from .._backend import default_namespace, device_of, namespace
 from .._validation import InvalidParameterError, check_array, check_int, check_option, check_real
@@ -214,32 +216,42 @@ class ConvNet:
         return self.W_std[ell] / math.sqrt(self.fan_in[ell])
 
     # --------------------------------------------------------------- forward
-    def _forward(self, params, x, xp):
-        """Padded inputs of every conv layer, pre-activations, and the readout features."""
+    def _columns(self, h, xp):
+        """im2col: (N, H, W, q²·C), entry [p, (a, c, ch)] = h[p + (a − r, c − r), ch] (0 outside)."""
         q, r = self.filter_size, self.filter_size // 2
+        height, width = h.shape[1], h.shape[2]
+        padded = _pad_hw(h, r, xp)
+        return xp.concat(
+            [padded[:, a : a + height, c : c + width, :] for a in range(q) for c in range(q)], axis=-1
+        )
+
+    def _weight_columns(self, W, xp):
+        """(C_out, C_in, q, q) → (q²·C_in, C_out), rows ordered (a, c, ch) like :meth:`_columns`."""
+        c_out, c_in, q, _ = W.shape
+        return xp.reshape(xp.permute_dims(W, (2, 3, 1, 0)), (q * q * c_in, c_out))
+
+    def _forward(self, params, x, xp):
+        """im2col inputs of every conv layer, pre-activations, and the readout features."""
         h = xp.permute_dims(x, (0, 2, 3, 1))  # channels last: (N, H, W, C)
-        n, height, width, _ = h.shape
-        padded_inputs, zs = [], []
+        n = h.shape[0]
+        columns, zs = [], []
         for ell in range(self.depth):
             W, b = params[ell]
-            padded = _pad_hw(h, r, xp)
-            z = None
-            for a in range(q):
-                for c in range(q):
-                    window = padded[:, a : a + height, c : c + width, :]
-                    term = window @ xp.permute_dims(W[:, :, a, c], (1, 0))
-                    z = term if z is None else z + term
-            z = self._scale(ell) * z
+            cols = self._columns(h, xp)
+            n_, hh, ww, kk = cols.shape
+            # 2-D matmul: stacked matmuls with a broadcast operand miss BLAS in NumPy
+            z = self._scale(ell) * (xp.reshape(cols, (n_ * hh * ww, kk)) @ self._weight_columns(W, xp))
+            z = xp.reshape(z, (n_, hh, ww, z.shape[-1]))
             if b is not None:
                 z = z + self.b_std[ell] * b
-            padded_inputs.append(padded)
+            columns.append(cols)
             zs.append(z)
             h = xp.maximum(z, xp.zeros_like(z))
         if self.readout == "gap":
             features = xp.mean(h, axis=(1, 2))
         else:
             features = xp.reshape(xp.permute_dims(h, (0, 3, 1, 2)), (n, -1))
-        return padded_inputs, zs, features
+        return columns, zs, features
 
     def apply(self, params, x):
         """Network outputs f(w, x), shape (N,), for images x of shape (N, C, H, W)."""
@@ -259,12 +271,17 @@ class ConvNet:
         leading axis of length N (``db`` is ``None`` without bias), or with
         ``flat=True`` an (N, n_params) array in the order W₁ (row-major), b₁,
         …, readout W, readout b.
+
+        Backward pass: δz = δh ⊙ 1[z > 0]; ∂f/∂W = scale·colsᵀ δz per image;
+        ∂f/∂h_{ℓ−1}[p′] = scale·Σ_{a,c} δz[p′ − (a−r, c−r)] W[:, :, a, c]
+        (the transposed convolution, zero outside the image).
         """
         xp, x = self._check(params, x)
-        padded_inputs, zs, features = self._forward(params, x, xp)
+        columns, zs, features = self._forward(params, x, xp)
         q, r = self.filter_size, self.filter_size // 2
         n = x.shape[0]
         height, width = x.shape[2], x.shape[3]
+        p = height * width
         dtype, device = features.dtype, device_of(features)
         grads = [None] * (self.depth + 1)
         W_out, b_out = params[-1]
@@ -276,7 +293,7 @@ class ConvNet:
         # ∂f/∂h_L, channels last (N, H, W, C)
         c_last = self.channels[-1]
         if self.readout == "gap":
-            per_pixel = (scale / (height * width)) * W_out[:, 0]
+            per_pixel = (scale / p) * W_out[:, 0]
             delta_h = xp.broadcast_to(per_pixel, (n, height, width, c_last))
         else:
             w_chw = xp.reshape(W_out[:, 0], (c_last, height, width))
@@ -286,27 +303,22 @@ class ConvNet:
             scale = self._scale(ell)
             z = zs[ell]
             delta_z = delta_h * xp.astype(z > 0, dtype)  # relu'(0) = 0
-            c_out = z.shape[-1]
-            c_in = W.shape[1]
-            dz_flat = xp.permute_dims(xp.reshape(delta_z, (n, height * width, c_out)), (0, 2, 1))
-            padded = padded_inputs[ell]
-            rows = []
-            for a in range(q):
-                cols = []
-                for c in range(q):
-                    window = xp.reshape(padded[:, a : a + height, c : c + width, :], (n, height * width, c_in))
-                    cols.append(scale * (dz_flat @ window))  # (N, C_out, C_in)
-                rows.append(xp.stack(cols, axis=-1))
-            dW = xp.stack(rows, axis=-2)  # (N, C_out, C_in, q, q)
+            c_out, c_in = W.shape[0], W.shape[1]
+            cols = xp.reshape(columns[ell], (n, p, q * q * c_in))
+            dz = xp.reshape(delta_z, (n, p, c_out))
+            d_cols = scale * (xp.permute_dims(cols, (0, 2, 1)) @ dz)  # (N, q²·C_in, C_out)
+            dW = xp.permute_dims(xp.reshape(d_cols, (n, q, q, c_in, c_out)), (0, 4, 3, 1, 2))
             db = self.b_std[ell] * xp.sum(delta_z, axis=(1, 2)) if b is not None else None
             grads[ell] = (dW, db)
             if ell > 0:
-                # transpose convolution: input pixel p + (a − r, c − r) fed output p through W[:, :, a, c]
+                # transposed convolution: column (a, c) of pixel p came from input pixel p + (a − r, c − r)
+                g = xp.reshape(dz, (n * p, c_out)) @ xp.permute_dims(self._weight_columns(W, xp), (1, 0))
+                g = _pad_hw(xp.reshape(g, (n, height, width, q * q * c_in)), r, xp)
                 back = None
                 for a in range(q):
                     for c in range(q):
-                        g = _pad_hw(delta_z @ W[:, :, a, c], r, xp)
-                        part = g[:, 2 * r - a : 2 * r - a + height, 2 * r - c : 2 * r - c + width, :]
+                        k = (a * q + c) * c_in
+                        part = g[:, 2 * r - a : 2 * r - a + height, 2 * r - c : 2 * r - c + width, k : k + c_in]
                         back = part if back is None else back + part
                 delta_h = scale * back
         if not flat:
@@ -317,6 +329,24 @@ class ConvNet:
             if db is not None:
                 blocks.append(xp.reshape(db, (n, -1)))
         return xp.concat(blocks, axis=1)
+
+    def vjp(self, params, x, cotangent):
+        """Σᵢ cᵢ ∇_w f(w, xᵢ) as a params-shaped list of ``(dW, db)`` (the backward pass).
+
+        Same contract as :meth:`ntkref.nets.FullyConnected.vjp`; the gradient of
+        Σᵢ ℓ(f(xᵢ), yᵢ) is ``vjp(params, x, ℓ′)``.
+        """
+        grads = self.jacobian(params, x)
+        xp = namespace(grads[0][0])
+        c_vec = check_array(
+            cotangent, "cotangent", caller=f"{_CALLER}.vjp", ndim=1, xp=xp, shape=(grads[0][0].shape[0],)
+        )
+        out = []
+        for dW, db in grads:
+            gW = xp.tensordot(c_vec, dW, axes=([0], [0]))
+            gb = xp.tensordot(c_vec, db, axes=([0], [0])) if db is not None else None
+            out.append((gW, gb))
+        return out
 
     def empirical_ntk(self, params, x1, x2=None, *, per_layer=False):
         """Θ̂(w; x1, x2) = J(x1) J(x2)ᵀ (seed 000 Def. 2.1), shape (n1, n2).

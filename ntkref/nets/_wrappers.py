@@ -21,7 +21,10 @@ __all__ = ["Antisymmetric", "Linearized", "flatten_params", "unflatten_params"]
 
 
 def flatten_params(params, xp=None):
-    """Concatenate a list of (W, b) into one vector (the order of ``jacobian``'s columns)."""
+    """Concatenate a list of (W, b) — or a tuple of such lists — into one vector (``jacobian``'s order)."""
+    if isinstance(params, tuple):
+        xp = namespace(params[0][0][0]) if xp is None else xp
+        return xp.concat([flatten_params(p, xp) for p in params])
     xp = namespace(params[0][0]) if xp is None else xp
     parts = []
     for W, b in params:
@@ -101,7 +104,7 @@ class Linearized:
         self.params0 = params0
         self.depth = net.depth
         self.d_in = net.d_in
-        self._xp = namespace(params0[0][0])
+        self._xp = namespace(params0[0][0][0] if isinstance(params0, tuple) else params0[0][0])
         self._w0 = flatten_params(params0, self._xp)
 
     @property
@@ -110,7 +113,8 @@ class Linearized:
 
     def init(self, seed=None, *, xp=None, dtype=None):
         """The expansion point itself (``seed`` is ignored: the model is defined around ``params0``)."""
-        return [(W + 0, None if b is None else b + 0) for W, b in self.params0]
+        copy = lambda p: [(W + 0, None if b is None else b + 0) for W, b in p]  # noqa: E731
+        return tuple(copy(p) for p in self.params0) if isinstance(self.params0, tuple) else copy(self.params0)
 
     def apply(self, params, x):
         xp = self._xp
@@ -127,4 +131,4 @@ class Linearized:
         return self.net.empirical_ntk(self.params0, x1, x2)
 
     def readout_layers(self, params):
-        return [params[-1]]
+        return [p[-1] for p in params] if isinstance(params, tuple) else [params[-1]]
