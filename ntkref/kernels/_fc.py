@@ -286,29 +286,38 @@ def _relu_layer(pair, s1, s2, xp, need_pair=True):
     return nngp, dot, _Pair(rho, omr, opr), (s1 * c, s2 * c)
 
 
+def _erf_variance(s, xp):
+    """E[erf(u)²] for u ~ N(0, s²): (2/π) arcsin(2s²/(1 + 2s²)) = (2/π) atan2(2s², √(1 + 4s²)).
+
+    The atan2 form has no 1 − 1/(1 + 2s²) cancellation (tiny s) and no overflow for s ≤ 1e154.
+    """
+    one = xp.asarray(1.0, dtype=s.dtype)
+    return (2 / _PI) * xp.atan2(2 * s * s, xp.hypot(one, 2 * s))
+
+
 def _erf_layer(pair, s1, s2, xp):
-    """erf (NT's Erf(a=1, b=1, c=0)) in closed form, with 1 ∓ r computed without cancellation."""
+    """erf (NT's Erf(a=1, b=1, c=0)) in closed form, with 1 ∓ r computed without cancellation.
+
+    With p = √(1 + 2q), t = √q/p and u = 1/p (all ≤ 1):
+    r = 2t₁t₂ρ, 1 − 2t₁t₂ = (u₁²u₂² + 2t₁²u₂² + 2t₂²u₁²)/(1 + 2t₁t₂) ≥ 0, so
+    1 ∓ r = (1 − 2t₁t₂) + 2t₁t₂(1 ∓ ρ) are sums of non-negative terms at every scale.
+    """
     one = xp.asarray(1.0, dtype=s1.dtype)
     r2 = math.sqrt(2.0)
     p1, p2 = xp.hypot(one, r2 * s1), xp.hypot(one, r2 * s2)  # √(1 + 2q)
     t1, t2 = s1 / p1, s2 / p2
+    u1, u2 = 1 / p1, 1 / p2
     tt = 2 * t1 * t2
-    gap = (1 + 2 * s1 * s1 + 2 * s2 * s2) / (p1 * p2 * (p1 * p2 + 2 * s1 * s2))  # 1 − 2 t₁ t₂ ≥ 0
-    gap = xp.where(xp.isfinite(gap), gap, xp.zeros_like(gap))
+    gap = ((u1 * u2) ** 2 + 2 * (t1 * u2) ** 2 + 2 * (t2 * u1) ** 2) / (1 + tt)  # 1 − 2 t₁ t₂
     r = tt * pair.rho
     omr_r = gap + tt * pair.omr  # 1 − r
     opr_r = gap + tt * pair.opr  # 1 + r
-    root = xp.sqrt(xp.clip(omr_r * opr_r, 0.0, None))
+    root = xp.sqrt(omr_r * opr_r)
     nngp = (2 / _PI) * xp.atan2(r, root)
-    dot = (4 / _PI) / (p1 * p2 * xp.where(root > 0, root, xp.ones_like(root)))
-    # row variances after σ: (2/π) asin(2q/(1+2q)) = (2/π) atan2(1 − w, √(w(2 − w))), w = 1/(1+2q)
-    s_new = []
-    for p in (p1, p2):
-        w = 1 / (p * p)
-        q = (2 / _PI) * xp.atan2(1 - w, xp.sqrt(w * (2 - w)))
-        s_new.append(xp.sqrt(q))
+    dot = (4 / _PI) * (u1 * u2) / xp.where(root > 0, root, xp.ones_like(root))
+    s_new = (xp.sqrt(_erf_variance(s1, xp)), xp.sqrt(_erf_variance(s2, xp)))
     new_pair = _pair_from_kernel(nngp, s_new[0], s_new[1], xp)
-    return nngp, dot, new_pair, tuple(s_new)
+    return nngp, dot, new_pair, s_new
 
 
 def _pair_from_kernel(k, s1, s2, xp):
@@ -394,11 +403,9 @@ def _diag_recursion(xn, d, Ws, bs, act, closed, n_points, xp):
             dot = xp.full(s.shape, 0.5, dtype=s.dtype)
         elif closed == "erf":
             one = xp.asarray(1.0, dtype=s.dtype)
-            p = xp.hypot(one, math.sqrt(2.0) * s)
-            w = 1 / (p * p)
-            a = xp.sqrt((2 / _PI) * xp.atan2(1 - w, xp.sqrt(w * (2 - w))))
-            # 1 − 4q²/(1+2q)² = w(2 − w) → E[σ'²] = (4/π)/((1+2q)√(w(2−w)))
-            dot = (4 / _PI) / (p * p * xp.sqrt(w * (2 - w)))
+            a = xp.sqrt(_erf_variance(s, xp))
+            # (1 + 2q)² − 4q² = 1 + 4q → E[σ'²] = (4/π)/√(1 + 4q)
+            dot = (4 / _PI) / xp.hypot(one, 2 * s)
         else:
             z, wq = gauss_hermite(n_points, xp, s.dtype, device=array_api_compat.device(s))
             u = s[:, None] * z[None, :]

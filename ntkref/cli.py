@@ -1,0 +1,710 @@
+r"""The ``ntkref`` command line: language-neutral access to the reference (SPEC §6).
+
+Inputs are ``.npy`` files or arrays of ``.npz`` files (``file.npz:key``; the key
+may be omitted when the archive holds one array); outputs are ``.npy``/``.npz``.
+Files are always read with ``numpy.load(..., allow_pickle=False)``: a pickled
+or object array is refused.  Outputs are written atomically (a temporary file
+in the same folder, then a rename), so a failed command leaves nothing behind.
+
+Commands (``ntkref COMMAND --help`` documents each):
+
+``kernel``
+    NNGP/NTK of a fully connected net (``ntkref.kernels.fc``, neural-tangents'
+    convention, SPEC §2): ``ntkref kernel --x1 a.npy [--x2 b.npy] --depth 3
+    --activation relu --W-std 1 --b-std 0 --get ntk --out k.npy``; with
+    ``--family cntk`` the CNTK of seed 004 (``ntkref.kernels.cntk``, images
+    (n, C, H, W), ``--readout gap|flatten``).
+``fit``
+    Exact kernel-machine coefficients α of seed 000 eq. (7) (``ntkref.machines.fit``).
+``dynamics``
+    Gradient-flow or subgradient-descent trajectories (``ntkref.dynamics``).
+``certify``
+    Certified ℓ∞/ℓ2 radii of the two-layer NTK machine (``ntkref.certify.certified_radius``).
+``compare``
+    Compare a user's array with the reference computed from the same inputs and
+    print max absolute/relative errors, where, and whether they are within the
+    tolerance; exit status 1 on disagreement.
+
+Exit status: 0 success (``compare``: agreement), 1 ``compare`` found a
+disagreement, 2 usage or input error (argparse's convention; nothing written).
+
+The array backend is ``--backend`` or ``NTKREF_BACKEND`` (NumPy by default);
+inputs are loaded with NumPy, moved to the backend, and results copied back.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+import tempfile
+
+import numpy as np  # host-side file I/O and error reports (the computations run on the chosen backend)
+
+from ._backend import BACKENDS, ENV_VAR, BackendError, default_namespace, to_numpy
+from ._validation import InvalidParameterError
+
+__all__ = ["main", "build_parser", "kernel_error", "CLIError"]
+
+EXIT_OK, EXIT_DISAGREE, EXIT_ERROR = 0, 1, 2
+
+# Documented accuracy of the reference, in the normalised measure of kernel_error
+# (ntkref.kernels module docstring; tests/test_kernels.py and tests/test_golden.py check it).
+KERNEL_ACCURACY = {"float64": 1e-13, "float32": 1e-5}
+
+
+class CLIError(Exception):
+    """A user error the CLI reports in one line (exit status 2)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# comparison measure (shared with ntkref.testing)
+# ---------------------------------------------------------------------------------------------
+def kernel_error(candidate_K, reference_K, reference_diag1, reference_diag2=None):
+    r"""Normalised kernel error e = |K − R| / √(R(x,x)·R(x′,x′)), entrywise (NumPy arrays).
+
+    The scale √(R(x,x)R(x′,x′)) bounds |R| for a PSD kernel (Cauchy–Schwarz), so e
+    is scale free and meaningful where R = 0.  Where the scale is 0 (a zero row
+    without bias): e = 0 if K equals R, else inf.  Non-finite candidate values give inf.
+
+    Returns
+    -------
+    (err, scale) : arrays of shape (n1, n2)
+    """
+    K = np.asarray(candidate_K, dtype=np.float64)
+    R = np.asarray(reference_K, dtype=np.float64)
+    s1 = np.sqrt(np.maximum(np.asarray(reference_diag1, dtype=np.float64), 0.0))
+    s2 = s1 if reference_diag2 is None else np.sqrt(np.maximum(np.asarray(reference_diag2, dtype=np.float64), 0.0))
+    scale = s1[:, None] * s2[None, :]  # product of square roots: no overflow for norms up to 1e150
+    with np.errstate(all="ignore"):
+        diff = np.abs(K - R)
+        err = np.where(scale > 0, diff / np.where(scale > 0, scale, 1.0), np.where(diff == 0, 0.0, np.inf))
+    err = np.where(np.isfinite(K), err, np.inf)
+    return np.where(np.isnan(err), np.inf, err), scale
+
+
+# ---------------------------------------------------------------------------------------------
+# files
+# ---------------------------------------------------------------------------------------------
+def _split_spec(spec):
+    """'file.npz:key' → ('file.npz', 'key'); anything else → (spec, None)."""
+    head, sep, key = spec.rpartition(":")
+    if sep and head.endswith(".npz") and key and os.sep not in key:
+        return head, key
+    return spec, None
+
+
+def load_array(spec, name):
+    """Load a numeric array from ``file.npy`` or ``file.npz[:key]`` without unpickling."""
+    path, key = _split_spec(spec)
+    if not (path.endswith(".npy") or path.endswith(".npz")):
+        raise CLIError(f"{name}: {path!r} must be a .npy file or a .npz archive (file.npz or file.npz:key).")
+    if not os.path.isfile(path):
+        raise CLIError(f"{name}: no such file {path!r}.")
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(6)
+    except OSError as exc:
+        raise CLIError(f"{name}: cannot read {path!r}: {exc}") from None
+    # numpy.load treats an unrecognised file as a pickle: check the format's magic bytes first
+    expected = b"\x93NUMPY" if path.endswith(".npy") else b"PK"
+    if not magic.startswith(expected):
+        kind = "a .npy file" if path.endswith(".npy") else "a .npz (zip) archive"
+        raise CLIError(f"{name}: cannot read {path!r}: it is not {kind} (wrong magic bytes).")
+    try:
+        if path.endswith(".npy"):
+            if key is not None:
+                raise CLIError(f"{name}: a key is only meaningful for .npz archives ({spec!r}).")
+            arr = np.load(path, allow_pickle=False)
+        else:
+            with np.load(path, allow_pickle=False) as archive:
+                keys = list(archive.files)
+                if key is None:
+                    if len(keys) != 1:
+                        raise CLIError(f"{name}: {path!r} holds {len(keys)} arrays ({', '.join(keys) or 'none'}); "
+                                       f"name one as {path}:KEY.")
+                    key = keys[0]
+                if key not in keys:
+                    raise CLIError(f"{name}: {path!r} has no array {key!r} (it has {', '.join(keys) or 'none'}).")
+                arr = archive[key]
+    except CLIError:
+        raise
+    except ValueError as exc:
+        if "allow_pickle" in str(exc) or "Object arrays" in str(exc) or "pickle" in str(exc).lower():
+            raise CLIError(f"{name}: {spec!r} holds a pickled (object) array; ntkref never unpickles files "
+                           "(allow_pickle=False). Save a numeric array, e.g. numpy.save(path, x.astype(float)).") from None
+        raise CLIError(f"{name}: cannot read {spec!r}: {exc}") from None
+    except Exception as exc:  # corrupt files, zip errors, permissions
+        raise CLIError(f"{name}: cannot read {spec!r}: {type(exc).__name__}: {exc}") from None
+    if arr.dtype.kind not in "biuf":
+        raise CLIError(f"{name}: {spec!r} has dtype {arr.dtype}; a real numeric array is required.")
+    return arr
+
+
+def _check_out(path, single_ok, multi):
+    """Validate an output path before any work is done."""
+    if not (path.endswith(".npy") or path.endswith(".npz")):
+        raise CLIError(f"--out: {path!r} must end in .npy or .npz.")
+    if path.endswith(".npy") and not single_ok:
+        raise CLIError(f"--out: {multi} needs a .npz output (several arrays); got {path!r}.")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise CLIError(f"--out: the folder {folder!r} does not exist.")
+    if os.path.isdir(path):
+        raise CLIError(f"--out: {path!r} is a folder.")
+
+
+def _chmod_like_new_file(path):
+    """mkstemp creates 0600 files; give the output the permissions a plain open() would (0666 & ~umask)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, 0o666 & ~umask)
+
+
+def write_atomic(path, arrays, main_key):
+    """Write ``arrays`` (dict of NumPy arrays) to ``path`` (.npy: ``main_key`` only) atomically."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".ntkref-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            if path.endswith(".npy"):
+                np.save(f, np.asarray(arrays[main_key]), allow_pickle=False)
+            else:
+                np.savez(f, **{k: np.asarray(v) for k, v in arrays.items() if v is not None})
+        _chmod_like_new_file(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+# ---------------------------------------------------------------------------------------------
+# argument types and namespaces
+# ---------------------------------------------------------------------------------------------
+def _floats(text):
+    """'1.0' → 1.0; '1,1.414,1' → [1.0, 1.414, 1.0] (one value per layer)."""
+    try:
+        values = [float(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or comma-separated numbers, got {text!r}") from None
+    return values[0] if len(values) == 1 else values
+
+
+def _times(text):
+    """Times: a .npy/.npz file or comma-separated numbers."""
+    path, _ = _split_spec(text)
+    if path.endswith(".npy") or path.endswith(".npz"):
+        return text
+    try:
+        return [float(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated times or a .npy file, got {text!r}") from None
+
+
+def _namespace(backend):
+    if backend is None:
+        return default_namespace()
+    from ._backend import _MODULES
+
+    try:
+        return importlib.import_module(_MODULES[backend])
+    except ImportError as exc:
+        raise BackendError(f"--backend {backend!r} cannot be imported ({exc}); choose another of "
+                           f"{', '.join(BACKENDS)}.") from None
+
+
+def _to_xp(xp, arr, dtype=None):
+    arr = np.asarray(arr)
+    if dtype is not None:
+        arr = arr.astype(dtype)
+    elif arr.dtype.kind in "biu":
+        arr = arr.astype(np.float64)
+    return xp.asarray(arr)
+
+
+def _module(name, command):
+    try:
+        return importlib.import_module(f"ntkref.{name}")
+    except ImportError as exc:
+        raise CLIError(f"'ntkref {command}' needs the module ntkref.{name}, which is not available in this "
+                       f"installation ({exc}).") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# computations (shared by the commands and by compare)
+# ---------------------------------------------------------------------------------------------
+def _kernel_params(args):
+    if args.family == "cntk":
+        return dict(depth=args.depth, readout=args.readout, filter_size=args.filter_size, W_std=args.W_std,
+                    b_std=args.b_std, fix_first_last=args.fix_first_last)
+    return dict(depth=args.depth, activation=args.activation, W_std=args.W_std, b_std=args.b_std)
+
+
+def _kernel_call(family, a1, a2, wanted, dtype, params):
+    from .kernels import fc
+
+    if family == "cntk":
+        from .kernels import cntk
+
+        return cntk(a1, a2, **params)
+    return fc(a1, a2, get=tuple(wanted), dtype=dtype, **params)
+
+
+def _compute_kernel(args, wanted):
+    xp = _namespace(args.backend)
+    x1 = load_array(args.x1, "--x1")
+    x2 = None if args.x2 is None else load_array(args.x2, "--x2")
+    ndim, layout = (4, "(n, C, H, W), channels first") if args.family == "cntk" else (2, "(n, d), one sample a row")
+    for name, x in (("--x1", x1), ("--x2", x2)):
+        if x is not None and x.ndim != ndim:
+            raise CLIError(f"{name}: expected a {ndim}-d array {layout}; got shape {x.shape}.")
+    if x2 is not None and x2.shape[1:] != x1.shape[1:]:
+        raise CLIError(f"--x1 and --x2 must have the same sample shape ({'C, H, W' if ndim == 4 else 'columns'}); "
+                       f"got shapes {x1.shape} and {x2.shape}.")
+    a1 = _to_xp(xp, x1, args.dtype)
+    a2 = None if x2 is None else _to_xp(xp, x2, args.dtype)
+    params = _kernel_params(args)
+    res = _kernel_call(args.family, a1, a2, wanted, args.dtype, params)
+    out = {g: np.asarray(to_numpy(getattr(res, g))) for g in wanted}
+    return out, a1, a2, params, xp
+
+
+def _get_list(get):
+    return ["nngp", "ntk"] if get == "both" else [get]
+
+
+def _loss(args, command):
+    losses = _module("losses", command)
+    opts = {}
+    if args.epsilon is not None:
+        if args.loss != "epsilon_insensitive":
+            raise CLIError("--epsilon applies to --loss epsilon_insensitive only.")
+        opts["epsilon"] = args.epsilon
+    return losses.get(args.loss, **opts)
+
+
+def _load_machine_inputs(args, command, xp):
+    if args.K is None or args.y is None:
+        raise CLIError(f"'{command}' needs --K (Gram matrix, shape (n, n)) and --y (targets, shape (n,)).")
+    K = load_array(args.K, "--K")
+    y = load_array(args.y, "--y")
+    if K.ndim != 2 or K.shape[0] != K.shape[1]:
+        raise CLIError(f"--K: expected a square matrix (n, n); got shape {K.shape}.")
+    if y.ndim != 1 or y.shape[0] != K.shape[0]:
+        raise CLIError(f"--y: expected shape ({K.shape[0]},) to match --K; got {y.shape}.")
+    if args.lam is None or args.loss is None:
+        raise CLIError(f"'{command}' needs --loss and --lam.")
+    return K, y, _to_xp(xp, K, args.dtype), _to_xp(xp, y, args.dtype)
+
+
+def _compute_fit(args, command="fit"):
+    machines = _module("machines", command)
+    xp = _namespace(args.backend)
+    K, y, Kx, yx = _load_machine_inputs(args, command, xp)
+    loss = _loss(args, command)
+    sol = machines.solve(Kx, yx, loss, args.lam, reduction=args.reduction)
+    alpha = np.asarray(to_numpy(sol.alpha_))
+    return {"alpha": alpha, "g_train": K.astype(np.float64) @ alpha}, (K, y, loss, sol, machines, xp)
+
+
+def _compute_dynamics(args, command="dynamics"):
+    dynamics = _module("dynamics", command)
+    xp = _namespace(args.backend)
+    K, y, Kx, yx = _load_machine_inputs(args, command, xp)
+    loss = _loss(args, command)
+    K_test = None
+    if args.K_test is not None:
+        K_test = load_array(args.K_test, "--K-test")
+        if K_test.ndim != 2 or K_test.shape[1] != K.shape[0]:
+            raise CLIError(f"--K-test: expected shape (m, {K.shape[0]}); got {K_test.shape}.")
+        K_test = _to_xp(xp, K_test, args.dtype)
+    g0 = None
+    if args.g0 is not None:
+        g0 = load_array(args.g0, "--g0")
+        if g0.shape != (K.shape[0],):
+            raise CLIError(f"--g0: expected shape ({K.shape[0]},); got {g0.shape}.")
+        g0 = _to_xp(xp, g0, args.dtype)
+    if args.mode == "flow":
+        if args.times is None:
+            raise CLIError("'dynamics --mode flow' needs --times (comma-separated or a .npy file).")
+        times = args.times
+        if isinstance(times, str):
+            times = load_array(times, "--times")
+            if times.ndim != 1:
+                raise CLIError(f"--times: expected a 1-d array; got shape {times.shape}.")
+        traj = dynamics.gradient_flow(Kx, yx, loss, args.lam, [float(t) for t in np.asarray(times).tolist()],
+                                      g0=g0, K_test=K_test, reduction=args.reduction)
+    else:
+        if args.lr is None or args.steps is None:
+            raise CLIError("'dynamics --mode descent' needs --lr and --steps.")
+        traj = dynamics.subgradient_descent(Kx, yx, loss, args.lam, args.lr, args.steps, batch_size=args.batch_size,
+                                            seed=args.seed, K_test=K_test, g0=g0, reduction=args.reduction)
+    out = {"times": traj.times, "g_train": traj.g_train, "alpha": traj.alpha, "g_test": traj.g_test}
+    return {k: (None if v is None else np.asarray(to_numpy(v))) for k, v in out.items()}
+
+
+def _compute_certify(args, command="certify"):
+    certify = _module("certify", command)
+    xp = _namespace(args.backend)
+    if args.alpha is None or args.x_train is None or args.x_test is None:
+        raise CLIError(f"'{command}' needs --alpha, --x-train and --x-test.")
+    alpha = load_array(args.alpha, "--alpha")
+    x_train = load_array(args.x_train, "--x-train")
+    x_test = load_array(args.x_test, "--x-test")
+    if x_train.ndim != 2 or x_test.ndim != 2 or x_train.shape[1] != x_test.shape[1]:
+        raise CLIError(f"--x-train and --x-test must be 2-d with the same number of columns; got shapes "
+                       f"{x_train.shape} and {x_test.shape}.")
+    if alpha.shape != (x_train.shape[0],):
+        raise CLIError(f"--alpha: expected shape ({x_train.shape[0]},) (one per training row); got {alpha.shape}.")
+    y = None
+    if args.y is not None:
+        y = load_array(args.y, "--y")
+        if y.shape != (x_test.shape[0],):
+            raise CLIError(f"--y: expected shape ({x_test.shape[0]},) (one label per test row); got {y.shape}.")
+        y = _to_xp(xp, y, args.dtype)
+    radii, info = certify.certified_radius(_to_xp(xp, alpha, args.dtype), _to_xp(xp, x_train, args.dtype),
+                                           _to_xp(xp, x_test, args.dtype), method=args.method, norm=args.norm,
+                                           y=y, tol=args.tol, return_info=True)
+    return {"radii": np.asarray(to_numpy(radii)), "g": np.asarray(to_numpy(info["g"]))}
+
+
+# ---------------------------------------------------------------------------------------------
+# commands
+# ---------------------------------------------------------------------------------------------
+def _cmd_kernel(args):
+    wanted = _get_list(args.get)
+    _check_out(args.out, len(wanted) == 1, "--get both")
+    out, *_ = _compute_kernel(args, wanted)
+    write_atomic(args.out, out, wanted[0])
+    shape = out[wanted[0]].shape
+    print(f"ntkref kernel: wrote {', '.join(wanted)} of shape {shape} to {args.out}")
+    return EXIT_OK
+
+
+def _cmd_fit(args):
+    _check_out(args.out, True, "")
+    out, _ = _compute_fit(args)
+    write_atomic(args.out, out, "alpha")
+    print(f"ntkref fit: wrote alpha of shape {out['alpha'].shape} to {args.out}")
+    return EXIT_OK
+
+
+def _cmd_dynamics(args):
+    _check_out(args.out, True, "")
+    out = _compute_dynamics(args)
+    write_atomic(args.out, out, "g_train")
+    print(f"ntkref dynamics: wrote g_train of shape {out['g_train'].shape} to {args.out}")
+    return EXIT_OK
+
+
+def _cmd_certify(args):
+    _check_out(args.out, True, "")
+    out = _compute_certify(args)
+    write_atomic(args.out, out, "radii")
+    print(f"ntkref certify: wrote radii of shape {out['radii'].shape} to {args.out}")
+    return EXIT_OK
+
+
+def _fmt_loc(loc):
+    return "(" + ", ".join(str(int(i)) for i in loc) + ")"
+
+
+def _compare_kernel(args, candidate):
+    from .kernels import fc_diagonal
+
+    get = args.get if args.get != "both" else None
+    if get is None:
+        raise CLIError("compare --kind kernel needs --get ntk or --get nngp (one array at a time).")
+    out, a1, a2, params, xp = _compute_kernel(args, [get])
+    R = out[get]
+    if candidate.shape != R.shape:
+        raise CLIError(f"--candidate: shape {candidate.shape} does not match the kernel's shape {R.shape} "
+                       f"(n1 = rows of --x1, n2 = rows of --x2 or of --x1).")
+    if args.family == "cntk":  # no O(n) diagonal routine: the self-kernels' diagonals (O(n²) pairs)
+        d1 = np.diagonal(R).copy() if a2 is None else np.diagonal(
+            np.asarray(to_numpy(getattr(_kernel_call("cntk", a1, None, [get], args.dtype, params), get)))).copy()
+        d2 = d1 if a2 is None else np.diagonal(
+            np.asarray(to_numpy(getattr(_kernel_call("cntk", a2, None, [get], args.dtype, params), get)))).copy()
+    else:
+        d1 = np.asarray(to_numpy(getattr(fc_diagonal(a1, dtype=args.dtype, **params), get)))
+        d2 = d1 if a2 is None else np.asarray(to_numpy(getattr(fc_diagonal(a2, dtype=args.dtype, **params), get)))
+    err, scale = kernel_error(candidate, R, d1, d2)
+    diag = np.zeros(R.shape, dtype=bool)
+    if a2 is None:
+        np.fill_diagonal(diag, True)
+    rtol = args.rtol if args.rtol is not None else 1e-10
+    diag_rtol = args.diag_rtol if args.diag_rtol is not None else rtol
+    tol = np.where(diag, diag_rtol, rtol)
+    C = np.asarray(candidate, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        absdiff = np.abs(C - R)
+        bad = ~np.isfinite(C) | (absdiff > np.where(scale > 0, tol * scale, 0.0) + args.atol)
+    accuracy = KERNEL_ACCURACY[args.dtype or ("float32" if a1.dtype == xp.float32 else "float64")]
+    what = ", ".join(f"{k}={v!r}" for k, v in params.items())
+    lines = [f"ntkref compare --kind kernel: {get} of {args.family}({what}), shape {R.shape}"]
+    lines += _error_lines(C, R, absdiff, err, "normalised error |K - K_ref| / sqrt(K_ref(x,x) K_ref(x',x'))")
+    for name, mask in (("diagonal", diag), ("off-diagonal", ~diag)):
+        if mask.any():
+            e = np.where(mask, err, -1.0)
+            loc = np.unravel_index(int(np.argmax(e)), e.shape)
+            lines.append(f"  max {name} normalised error: {err[loc]:.3e} at {_fmt_loc(loc)}")
+    if args.family == "cntk":
+        caveat = " (cntk: up to ~2e-8 for near-parallel pixel pairs of unequal norm, ntkref.kernels.cntk)"
+    elif args.activation == "erf":
+        caveat = " (erf: for inputs of moderate norm)"
+    elif args.activation not in ("relu", "erf"):
+        caveat = " (quadrature activations: plus the Gauss-Hermite rule's error)"
+    else:
+        caveat = ""
+    lines.append(f"  documented accuracy of ntkref in this measure: {accuracy:g}{caveat}; "
+                 f"tolerance: {rtol:g} off-diagonal, {diag_rtol:g} diagonal, atol {args.atol:g}")
+    return lines, bad, err / np.where(tol > 0, tol, 1.0)
+
+
+def _error_lines(C, R, absdiff, err, measure):
+    with np.errstate(all="ignore"):
+        rel = np.where(R != 0, absdiff / np.abs(R), np.where(absdiff == 0, 0.0, np.inf))
+    absdiff = np.where(np.isfinite(absdiff), absdiff, np.inf)
+    lines = []
+    if C.size == 0:
+        return ["  (empty arrays)"]
+    for label, arr in (("absolute error |cand - ref|", absdiff), ("relative error |cand - ref|/|ref|", rel),
+                       (measure, err)):
+        a = np.where(np.isnan(arr), np.inf, arr)
+        loc = np.unravel_index(int(np.argmax(a)), a.shape)
+        lines.append(f"  max {label}: {a[loc]:.3e} at {_fmt_loc(loc)} (candidate {float(C[loc])!r}, reference {float(R[loc])!r})")
+    return lines
+
+
+def _compare_scaled(C, R, args, what, default_rtol, note):
+    if C.shape != R.shape:
+        raise CLIError(f"--candidate: shape {C.shape} does not match the reference {what} shape {R.shape}.")
+    C = np.asarray(C, dtype=np.float64)
+    R = np.asarray(R, dtype=np.float64)
+    scale = max(1.0, float(np.max(np.abs(R)))) if R.size else 1.0
+    with np.errstate(all="ignore"):
+        absdiff = np.abs(C - R)
+        err = absdiff / scale
+    err = np.where(np.isfinite(err), err, np.inf)
+    rtol = args.rtol if args.rtol is not None else default_rtol
+    bad = ~np.isfinite(C) | (absdiff > rtol * scale + args.atol)
+    lines = _error_lines(C, R, absdiff, err, f"scaled error |cand - ref| / max(1, max|ref|) (max|ref| = {scale:.6g})")
+    lines.append(f"  {note}; tolerance: {rtol:g} (scaled), atol {args.atol:g}")
+    return lines, bad, err / max(rtol, 1e-300)
+
+
+def _cmd_compare(args):
+    candidate = load_array(args.candidate, "--candidate")
+    if args.report is not None and not args.report.endswith(".json"):
+        raise CLIError(f"--report: {args.report!r} must end in .json.")
+    if args.kind == "kernel":
+        if args.x1 is None:
+            raise CLIError("compare --kind kernel needs --x1 (and optionally --x2).")
+        lines, bad, ratio = _compare_kernel(args, candidate)
+    elif args.kind == "fit":
+        out, (K, y, loss, sol, machines, xp) = _compute_fit(args, "compare")
+        if candidate.shape != out["alpha"].shape:
+            raise CLIError(f"--candidate: expected coefficients alpha of shape {out['alpha'].shape}; got "
+                           f"{candidate.shape}.")
+        g_c = K.astype(np.float64) @ candidate.astype(np.float64)
+        lines, bad, ratio = _compare_scaled(g_c, out["g_train"], args, "g = K alpha", 1e-8,
+                                            "compared on the training outputs g = K alpha (alpha is not unique "
+                                            "when K is singular)")
+        p_c = float(machines.objective(_to_xp(xp, candidate, args.dtype), _to_xp(xp, K, args.dtype),
+                                       _to_xp(xp, y, args.dtype), loss, args.lam, reduction=args.reduction))
+        lines.append(f"  objective eq. (7): candidate {p_c!r}, reference {sol.primal_objective!r} "
+                     f"(reference duality gap {sol.duality_gap:.3e})")
+        lines.insert(0, f"ntkref compare --kind fit: loss {loss.name!r}, lam {args.lam!r}, reduction {args.reduction!r}")
+    elif args.kind == "dynamics":
+        out = _compute_dynamics(args, "compare")
+        lines, bad, ratio = _compare_scaled(candidate, out["g_train"], args, "g_train (T, n)", 1e-8,
+                                            "compared on g_train, shape (times or steps, n)")
+        lines.insert(0, f"ntkref compare --kind dynamics: mode {args.mode!r}, loss {args.loss!r}, lam {args.lam!r}")
+    else:
+        out = _compute_certify(args, "compare")
+        lines, bad, ratio = _compare_scaled(candidate, out["radii"], args, "radii", 1e-3,
+                                            f"certified radii (the reference's bisection tolerance is "
+                                            f"{args.tol:g} relative)")
+        lines.insert(0, f"ntkref compare --kind certify: method {args.method!r}, norm {args.norm!r}")
+    agree = not bool(np.any(bad))
+    if not agree:
+        r = np.where(bad, np.where(np.isnan(ratio), np.inf, ratio), -1.0)
+        loc = np.unravel_index(int(np.argmax(r)), r.shape)
+        lines.append(f"  {int(np.sum(bad))} of {bad.size} entries outside the tolerance; worst at {_fmt_loc(loc)}")
+    lines.append("RESULT: " + ("AGREE (within tolerance)" if agree else "DISAGREE (outside tolerance)"))
+    print("\n".join(lines))
+    if args.report is not None:
+        text = json.dumps({"kind": args.kind, "agree": agree, "report": lines}, indent=1)
+        folder = os.path.dirname(os.path.abspath(args.report))
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".ntkref-", suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        _chmod_like_new_file(tmp)
+        os.replace(tmp, args.report)
+    return EXIT_OK if agree else EXIT_DISAGREE
+
+
+# ---------------------------------------------------------------------------------------------
+# parser
+# ---------------------------------------------------------------------------------------------
+class _Parser(argparse.ArgumentParser):
+    """argparse parser whose errors name the command (exit status 2)."""
+
+
+def _common(p):
+    p.add_argument("--backend", choices=BACKENDS, default=None,
+                   help=f"array backend for the computation (default: ${ENV_VAR} or numpy)")
+    p.add_argument("--dtype", choices=("float64", "float32"), default=None,
+                   help="compute in this dtype (default: the inputs' floating dtype, float64 for integers)")
+
+
+def _kernel_options(p, required_x1=True):
+    g = p.add_argument_group("kernel")
+    g.add_argument("--family", choices=("fc", "cntk"), default="fc",
+                   help="fully connected (ntkref.kernels.fc, default) or convolutional (ntkref.kernels.cntk)")
+    g.add_argument("--x1", required=required_x1, metavar="FILE",
+                   help="inputs, shape (n1, d) (cntk: (n1, C, H, W)): file.npy or file.npz:key")
+    g.add_argument("--x2", default=None, metavar="FILE", help="second inputs, shape (n2, ...); default: x1 (symmetric)")
+    g.add_argument("--depth", type=int, default=1, help="number of hidden (fc) or conv+ReLU (cntk) layers (default 1)")
+    g.add_argument("--activation", choices=("relu", "erf", "tanh"), default="relu", help="default relu")
+    g.add_argument("--W-std", dest="W_std", type=_floats, default=1.0, metavar="W",
+                   help="weight std: one number or comma-separated, one per layer incl. the readout (default 1)")
+    g.add_argument("--b-std", dest="b_std", type=_floats, default=0.0, metavar="B",
+                   help="bias std: one number or one per layer (default 0: no biases)")
+    g.add_argument("--get", choices=("ntk", "nngp", "both"), default="ntk", help="which kernel (default ntk)")
+    g.add_argument("--readout", choices=("gap", "flatten"), default="gap", help="cntk: readout (default gap)")
+    g.add_argument("--filter-size", dest="filter_size", type=int, default=3, help="cntk: odd filter size (default 3)")
+    g.add_argument("--fix-first-last", dest="fix_first_last", action="store_true",
+                   help="cntk: Arora et al.'s variant with the first and last layers fixed")
+
+
+def _machine_options(p, required=True):
+    g = p.add_argument_group("kernel machine")
+    g.add_argument("--K", required=required, default=None, metavar="FILE", help="Gram matrix, shape (n, n)")
+    g.add_argument("--y", required=required, default=None, metavar="FILE", help="targets, shape (n,) (±1 for classification)")
+    g.add_argument("--loss", required=required, default=None,
+                   choices=("hinge", "squared_hinge", "epsilon_insensitive", "squared", "logistic"))
+    g.add_argument("--lam", required=required, default=None, type=float, help="λ of seed 000 eq. (7)")
+    g.add_argument("--reduction", choices=("sum", "mean"), default="sum", help="Σ loss (eq. (7)) or mean (App. A)")
+    g.add_argument("--epsilon", type=float, default=None, help="ε of the epsilon_insensitive loss (default 0.1)")
+
+
+def _dynamics_options(p):
+    g = p.add_argument_group("dynamics")
+    g.add_argument("--mode", choices=("flow", "descent"), default="flow",
+                   help="gradient flow (exact where possible) or full/minibatch subgradient descent")
+    g.add_argument("--times", type=_times, default=None, help="flow: times, comma-separated or a .npy file")
+    g.add_argument("--lr", type=float, default=None, help="descent: step size η")
+    g.add_argument("--steps", type=int, default=None, help="descent: number of steps")
+    g.add_argument("--batch-size", dest="batch_size", type=int, default=None, help="descent: minibatch size")
+    g.add_argument("--seed", type=int, default=None, help="descent: seed of the minibatch draws")
+    g.add_argument("--g0", default=None, metavar="FILE", help="initial outputs g0 on the training points, shape (n,)")
+    g.add_argument("--K-test", dest="K_test", default=None, metavar="FILE", help="test-train kernel, shape (m, n)")
+
+
+def _certify_options(p, required=True):
+    g = p.add_argument_group("certificate")
+    g.add_argument("--alpha", required=required, default=None, metavar="FILE", help="coefficients, shape (n_train,)")
+    g.add_argument("--x-train", dest="x_train", required=required, default=None, metavar="FILE",
+                   help="training inputs, shape (n_train, d)")
+    g.add_argument("--x-test", dest="x_test", required=required, default=None, metavar="FILE",
+                   help="test inputs, shape (n_test, d)")
+    g.add_argument("--method", choices=("tight", "paper"), default="tight", help="interval method (default tight)")
+    g.add_argument("--norm", choices=("linf", "l2"), default="linf")
+    g.add_argument("--tol", type=float, default=1e-4, help="relative bisection tolerance (default 1e-4)")
+    if required:
+        g.add_argument("--y", default=None, metavar="FILE", help="test labels ±1: misclassified points get radius 0")
+
+
+def build_parser():
+    """The argparse parser of ``ntkref`` (every command has ``--help``)."""
+    parser = _Parser(prog="ntkref", description=__doc__.split("\n\n")[0].replace("``", ""),
+                     epilog="Run 'ntkref COMMAND --help' for the options of a command.")
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"ntkref {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    p = sub.add_parser("kernel", help="NNGP/NTK Gram matrix of a fully connected net or a CNN",
+                       description="Compute ntkref.kernels.fc(x1, x2, ...) (neural-tangents' convention: "
+                                   "Σ⁽⁰⁾ = W₀² x·x'/d + b₀², NTK parameterisation) or, with --family cntk, "
+                                   "ntkref.kernels.cntk(x1, x2, ...) and write it to --out "
+                                   "(.npy: one kernel; .npz: keys 'nngp'/'ntk').")
+    _kernel_options(p)
+    p.add_argument("--out", required=True, metavar="FILE", help="output .npy or .npz")
+    _common(p)
+    p.set_defaults(func=_cmd_kernel)
+
+    p = sub.add_parser("fit", help="exact kernel-machine coefficients (seed 000 eq. (7))",
+                       description="α minimising (λ/2)αᵀKα + Σ l((Kα)ᵢ, yᵢ) (ntkref.machines.fit). --out .npy: α; "
+                                   ".npz: keys 'alpha' and 'g_train' (= Kα).")
+    _machine_options(p)
+    p.add_argument("--out", required=True, metavar="FILE", help="output .npy or .npz")
+    _common(p)
+    p.set_defaults(func=_cmd_fit)
+
+    p = sub.add_parser("dynamics", help="training trajectories of a kernel machine",
+                       description="Gradient flow (ntkref.dynamics.gradient_flow) or subgradient descent "
+                                   "(ntkref.dynamics.subgradient_descent) from α = 0. --out .npy: g_train "
+                                   "(T, n); .npz: keys 'times', 'g_train', 'alpha', 'g_test'.")
+    _machine_options(p)
+    _dynamics_options(p)
+    p.add_argument("--out", required=True, metavar="FILE", help="output .npy or .npz")
+    _common(p)
+    p.set_defaults(func=_cmd_dynamics)
+
+    p = sub.add_parser("certify", help="certified radii of the two-layer NTK machine",
+                       description="ntkref.certify.certified_radius(alpha, x_train, x_test) (seed 000 Thm 4.2). "
+                                   "--out .npy: radii; .npz: keys 'radii' and 'g' (g(x_test)).")
+    _certify_options(p)
+    p.add_argument("--out", required=True, metavar="FILE", help="output .npy or .npz")
+    _common(p)
+    p.set_defaults(func=_cmd_certify)
+
+    p = sub.add_parser("compare", help="compare your array with the reference (exit 1 on disagreement)",
+                       description="Recompute the reference from the given inputs and compare --candidate with "
+                                   "it: prints max absolute/relative errors, where, and whether they are within "
+                                   "the tolerance (kernels: |K − K_ref| ≤ rtol·√(K_ref(x,x)K_ref(x',x')) + atol). "
+                                   "Exit status 0 = agree, 1 = disagree, 2 = error.")
+    p.add_argument("--kind", choices=("kernel", "fit", "dynamics", "certify"), required=True)
+    p.add_argument("--candidate", required=True, metavar="FILE",
+                   help="your array: the kernel (n1, n2), alpha (n,), g_train (T, n) or radii (n_test,)")
+    p.add_argument("--rtol", type=float, default=None,
+                   help="tolerance (kernel: normalised error, default 1e-10; fit/dynamics: scaled, default 1e-8; "
+                        "certify: default 1e-3)")
+    p.add_argument("--diag-rtol", dest="diag_rtol", type=float, default=None,
+                   help="kernel: tolerance on the diagonal of a symmetric kernel (default --rtol)")
+    p.add_argument("--atol", type=float, default=0.0, help="extra absolute tolerance (default 0)")
+    p.add_argument("--report", default=None, metavar="FILE", help="also write the report as JSON")
+    _kernel_options(p, required_x1=False)
+    _machine_options(p, required=False)  # its --y is also the test labels of --kind certify
+    _dynamics_options(p)
+    _certify_options(p, required=False)
+    _common(p)
+    p.set_defaults(func=_cmd_compare)
+    return parser
+
+
+def main(argv=None):
+    """Run the CLI; returns the exit status (0 ok, 1 compare disagreement, 2 error)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_ERROR
+    try:
+        return args.func(args)
+    except (CLIError, InvalidParameterError, BackendError) as exc:
+        print(f"ntkref {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except (ValueError, TypeError, ArithmeticError, np.linalg.LinAlgError) as exc:
+        print(f"ntkref {args.command}: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

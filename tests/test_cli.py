@@ -1,0 +1,400 @@
+"""The ntkref command line: round trips, reports, and bad input refused with nothing written.
+
+Most tests call ``ntkref.cli.main([...])`` in-process; one runs ``python -m ntkref.cli`` in a
+subprocess (the installed ``ntkref`` entry point is ``ntkref.cli:main``).  Kernel values are
+checked against the independent 50-digit mpmath evaluation of tests/_mp_reference.py, not only
+against ntkref.  The computations run in the namespace of NTKREF_BACKEND (also ``--backend``).
+"""
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from ntkref import cli
+
+from ._mp_reference import fc_pair
+
+
+@pytest.fixture
+def data(tmp_path):
+    rng = np.random.default_rng(0)
+    x1 = rng.normal(size=(5, 3))
+    x1[3] = 2.5 * x1[0]  # a parallel pair: the diagonal-like regime off the diagonal
+    x2 = rng.normal(size=(4, 3))
+    np.save(tmp_path / "a.npy", x1)
+    np.save(tmp_path / "b.npy", x2)
+    return tmp_path, x1, x2
+
+
+def _mp_kernel(x1, x2, depth, W=1.0, b=0.0, which=1):
+    return np.array([[float(fc_pair(a, c, depth, W, b)[which]) for c in x2] for a in x1])
+
+
+def _listing(folder):
+    return sorted(os.listdir(folder))
+
+
+def run(args, capsys=None):
+    code = cli.main([str(a) for a in args])
+    out = capsys.readouterr() if capsys is not None else None
+    return code, out
+
+
+def test_kernel_round_trip_and_compare_passes(data, capsys):
+    tmp, x1, _ = data
+    code, _ = run(["kernel", "--x1", tmp / "a.npy", "--depth", 3, "--out", tmp / "k.npy"], capsys)
+    assert code == 0
+    K = np.load(tmp / "k.npy", allow_pickle=False)
+    ref = _mp_kernel(x1, x1, 3)
+    scale = np.sqrt(np.outer(np.diag(ref), np.diag(ref)))
+    assert np.all(np.abs(K - ref) <= 1e-13 * scale)  # the documented accuracy, against mpmath
+    assert np.array_equal(K, K.T)
+    code, out = run(["compare", "--kind", "kernel", "--candidate", tmp / "k.npy", "--x1", tmp / "a.npy",
+                     "--depth", 3], capsys)
+    assert code == 0
+    assert "RESULT: AGREE" in out.out and "max absolute error" in out.out and "max relative error" in out.out
+    assert "documented accuracy of ntkref" in out.out
+
+
+def test_compare_mpmath_candidate_agrees_at_1e_13(data, capsys):
+    tmp, x1, x2 = data
+    np.save(tmp / "mine.npy", _mp_kernel(x1, x2, 2, W=1.2, b=0.3))
+    code, out = run(["compare", "--kind", "kernel", "--candidate", tmp / "mine.npy", "--x1", tmp / "a.npy",
+                     "--x2", tmp / "b.npy", "--depth", 2, "--W-std", 1.2, "--b-std", 0.3, "--rtol", 1e-13], capsys)
+    assert code == 0, out.out
+
+
+def test_perturbed_file_fails_with_the_right_location(data, capsys):
+    tmp, x1, _ = data
+    assert run(["kernel", "--x1", tmp / "a.npy", "--depth", 2, "--out", tmp / "k.npy"], capsys)[0] == 0
+    K = np.load(tmp / "k.npy")
+    K[2, 4] *= 1 + 1e-8
+    np.save(tmp / "bad.npy", K)
+    report = tmp / "report.json"
+    code, out = run(["compare", "--kind", "kernel", "--candidate", tmp / "bad.npy", "--x1", tmp / "a.npy",
+                     "--depth", 2, "--report", report], capsys)
+    assert code == 1
+    assert "RESULT: DISAGREE" in out.out and "worst at (2, 4)" in out.out
+    assert "max absolute error |cand - ref|" in out.out and "at (2, 4)" in out.out
+    import json
+
+    assert json.loads(report.read_text())["agree"] is False
+    # a looser tolerance accepts it (normalised error ~1e-8)
+    assert run(["compare", "--kind", "kernel", "--candidate", tmp / "bad.npy", "--x1", tmp / "a.npy",
+                "--depth", 2, "--rtol", 1e-6], capsys)[0] == 0
+
+
+def test_diagonal_tolerance_is_separate(data, capsys):
+    tmp, x1, _ = data
+    run(["kernel", "--x1", tmp / "a.npy", "--out", tmp / "k.npy"], capsys)
+    K = np.load(tmp / "k.npy")
+    K[1, 1] *= 1 + 1e-8  # a neural-tangents-sized diagonal error
+    np.save(tmp / "diag.npy", K)
+    base = ["compare", "--kind", "kernel", "--candidate", tmp / "diag.npy", "--x1", tmp / "a.npy"]
+    code, out = run(base, capsys)
+    assert code == 1 and "max diagonal normalised error" in out.out and "at (1, 1)" in out.out
+    assert run(base + ["--diag-rtol", 1e-7], capsys)[0] == 0
+
+
+def test_get_both_npz_cross_kernel_and_backends(data, capsys):
+    tmp, x1, x2 = data
+    for backend in ("numpy", "array_api_strict"):
+        out = tmp / f"k_{backend}.npz"
+        code, _ = run(["kernel", "--x1", tmp / "a.npy", "--x2", tmp / "b.npy", "--get", "both", "--depth", 1,
+                       "--activation", "erf", "--W-std", "1.5,0.5", "--b-std", "0.1", "--backend", backend,
+                       "--out", out], capsys)
+        assert code == 0
+        with np.load(out, allow_pickle=False) as z:
+            assert sorted(z.files) == ["nngp", "ntk"]
+            for which, key in ((0, "nngp"), (1, "ntk")):
+                ref = np.array([[float(fc_pair(a, c, 1, [1.5, 0.5], [0.1, 0.1], "erf")[which]) for c in x2]
+                                for a in x1])
+                assert z[key].shape == (5, 4)
+                np.testing.assert_allclose(z[key], ref, rtol=1e-13, atol=1e-15)
+
+
+def test_npz_inputs_with_keys_and_float32(data, capsys):
+    tmp, x1, x2 = data
+    np.savez(tmp / "in.npz", x=x1, y=x2)
+    code, _ = run(["kernel", "--x1", f"{tmp / 'in.npz'}:x", "--x2", f"{tmp / 'in.npz'}:y", "--dtype", "float32",
+                   "--out", tmp / "k32.npy"], capsys)
+    assert code == 0
+    K = np.load(tmp / "k32.npy")
+    assert K.dtype == np.float32
+    ref = _mp_kernel(x1.astype(np.float32), x2.astype(np.float32), 1)
+    assert np.max(np.abs(K - ref)) <= 1e-5 * np.max(np.abs(ref))  # documented float32 accuracy
+    code, out = run(["kernel", "--x1", tmp / "in.npz", "--out", tmp / "k.npy"], capsys)
+    assert code == 2 and "holds 2 arrays" in out.err and not (tmp / "k.npy").exists()
+
+
+def test_pickled_npy_is_refused_and_nothing_written(data, capsys):
+    tmp, *_ = data
+    np.save(tmp / "obj.npy", np.array([[1.0, "a"], [None, 2]], dtype=object), allow_pickle=True)
+    before = _listing(tmp)
+    code, out = run(["kernel", "--x1", tmp / "obj.npy", "--out", tmp / "k.npy"], capsys)
+    assert code == 2
+    assert "pickled" in out.err and "allow_pickle=False" in out.err
+    assert _listing(tmp) == before
+    code, out = run(["compare", "--kind", "kernel", "--candidate", tmp / "obj.npy", "--x1", tmp / "a.npy",
+                     "--report", tmp / "r.json"], capsys)
+    assert code == 2 and "pickled" in out.err and _listing(tmp) == before
+
+
+@pytest.mark.parametrize(
+    "make, args, message",
+    [
+        (lambda t: np.save(t / "v.npy", np.ones(3)), ["--x1", "v.npy"], "2-d array"),
+        (lambda t: np.save(t / "w.npy", np.ones((4, 2))), ["--x1", "a.npy", "--x2", "w.npy"], "same sample shape"),
+        (lambda t: np.save(t / "c.npy", np.ones((2, 2)) + 1j), ["--x1", "c.npy"], "real numeric"),
+        (lambda t: (t / "x.txt").write_text("1 2"), ["--x1", "x.txt"], ".npy file or a .npz"),
+        (lambda t: None, ["--x1", "missing.npy"], "no such file"),
+        (lambda t: (t / "bad.npy").write_bytes(b"not an npy file"), ["--x1", "bad.npy"], "cannot read"),
+        (lambda t: np.save(t / "n.npy", np.array([[1.0, np.nan]])), ["--x1", "n.npy"], "NaN"),
+    ],
+)
+def test_bad_inputs_give_clear_errors(data, capsys, make, args, message, monkeypatch):
+    tmp, *_ = data
+    make(tmp)
+    monkeypatch.chdir(tmp)
+    before = _listing(tmp)
+    code, out = run(["kernel", *args, "--out", "k.npy"], capsys)
+    assert code == 2
+    assert message in out.err and out.err.startswith("ntkref kernel: error:")
+    assert _listing(tmp) == before
+
+
+def test_bad_outputs_and_candidate_shapes(data, capsys):
+    tmp, *_ = data
+    before = _listing(tmp)
+    for out_arg, message in (("k.npy", "needs a .npz"), ("k.txt", "must end in .npy or .npz"),
+                             (tmp / "nope" / "k.npz", "does not exist")):
+        code, out = run(["kernel", "--x1", tmp / "a.npy", "--get", "both", "--out", out_arg], capsys)
+        assert code == 2 and message in out.err
+    np.save(tmp / "wrong.npy", np.ones((5, 4)))
+    before = _listing(tmp)
+    code, out = run(["compare", "--kind", "kernel", "--candidate", tmp / "wrong.npy", "--x1", tmp / "a.npy"], capsys)
+    assert code == 2 and "does not match the kernel's shape (5, 5)" in out.err
+    code, out = run(["compare", "--kind", "kernel", "--candidate", tmp / "wrong.npy"], capsys)
+    assert code == 2 and "needs --x1" in out.err
+    assert _listing(tmp) == before
+
+
+def test_invalid_parameters_are_reported(data, capsys):
+    tmp, *_ = data
+    code, out = run(["kernel", "--x1", tmp / "a.npy", "--depth", -1, "--out", tmp / "k.npy"], capsys)
+    assert code == 2 and "depth" in out.err and not (tmp / "k.npy").exists()
+    code, out = run(["kernel", "--x1", tmp / "a.npy", "--depth", 2, "--W-std", "1,2", "--out", tmp / "k.npy"], capsys)
+    assert code == 2 and "W_std" in out.err and not (tmp / "k.npy").exists()
+
+
+def test_write_is_atomic(data, capsys, monkeypatch):
+    tmp, *_ = data
+    np.save(tmp / "k.npy", np.zeros((1, 1)))  # an existing output must survive a failed write untouched
+    before = _listing(tmp)
+
+    def broken_save(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(cli.np, "save", broken_save)
+    with pytest.raises(OSError):
+        cli.main(["kernel", "--x1", str(tmp / "a.npy"), "--out", str(tmp / "k.npy")])
+    monkeypatch.undo()
+    assert _listing(tmp) == before  # no temporary file left behind
+    assert np.array_equal(np.load(tmp / "k.npy"), np.zeros((1, 1)))
+
+
+def test_unknown_commands_and_options_exit_2(capsys):
+    for argv in (["kernl"], ["kernel", "--x1", "a.npy", "--out", "k.npy", "--frobnicate"],
+                 ["compare", "--kind", "weights", "--candidate", "c.npy"], ["kernel", "--get", "all"]):
+        with pytest.raises(SystemExit) as info:
+            cli.main(argv)
+        assert info.value.code == 2
+        assert "error:" in capsys.readouterr().err
+    assert cli.main([]) == 2  # no command: help on stderr
+
+
+@pytest.mark.parametrize("command", [[], ["kernel"], ["fit"], ["dynamics"], ["certify"], ["compare"]])
+def test_help_for_every_command(command, capsys):
+    with pytest.raises(SystemExit) as info:
+        cli.main(command + ["--help"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: ntkref") and "--help" in out
+
+
+def test_subprocess_entry_point(data):
+    tmp, *_ = data
+    env = dict(os.environ)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    cmd = [sys.executable, "-m", "ntkref.cli"]
+    r = subprocess.run(cmd + ["kernel", "--x1", str(tmp / "a.npy"), "--depth", "2", "--out", str(tmp / "k.npy")],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run(cmd + ["compare", "--kind", "kernel", "--candidate", str(tmp / "k.npy"), "--x1",
+                              str(tmp / "a.npy"), "--depth", "3"], capture_output=True, text=True, env=env,
+                       timeout=120)
+    assert r.returncode == 1 and "DISAGREE" in r.stdout  # depth 2 file against the depth 3 kernel
+    r = subprocess.run(cmd + ["nonsense"], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 2 and "invalid choice" in r.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# fit, dynamics, certify
+# ---------------------------------------------------------------------------------------------
+@pytest.fixture
+def machine_data(tmp_path):
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(8, 3))
+    A = rng.normal(size=(8, 8))
+    K = A @ A.T / 8 + 0.1 * np.eye(8)
+    y = np.where(rng.normal(size=8) > 0, 1.0, -1.0)
+    y[:2] = (1.0, -1.0)
+    np.save(tmp_path / "K.npy", K)
+    np.save(tmp_path / "y.npy", y)
+    np.save(tmp_path / "x.npy", x)
+    return tmp_path, K, y, x
+
+
+def test_fit_krr_and_compare(machine_data, capsys):
+    pytest.importorskip("ntkref.machines")
+    tmp, K, y, _ = machine_data
+    code, _ = run(["fit", "--K", tmp / "K.npy", "--y", tmp / "y.npy", "--loss", "squared", "--lam", 0.5,
+                   "--out", tmp / "alpha.npz"], capsys)
+    assert code == 0
+    with np.load(tmp / "alpha.npz") as z:
+        alpha = z["alpha"]
+        np.testing.assert_allclose(z["g_train"], K @ alpha, rtol=1e-12)
+    # independent closed form: (y − z)² without ½ ⇒ α = (K + (λ/2) I)⁻¹ y
+    np.testing.assert_allclose(alpha, np.linalg.solve(K + 0.25 * np.eye(8), y), rtol=1e-10, atol=1e-12)
+    np.save(tmp / "mine.npy", np.linalg.solve(K + 0.25 * np.eye(8), y))
+    base = ["compare", "--kind", "fit", "--K", tmp / "K.npy", "--y", tmp / "y.npy", "--loss", "squared",
+            "--lam", 0.5]
+    code, out = run(base + ["--candidate", tmp / "mine.npy"], capsys)
+    assert code == 0 and "objective eq. (7)" in out.out
+    np.save(tmp / "wrong.npy", np.linalg.solve(K + 0.5 * np.eye(8), y))
+    assert run(base + ["--candidate", tmp / "wrong.npy"], capsys)[0] == 1
+    code, out = run(["fit", "--K", tmp / "y.npy", "--y", tmp / "y.npy", "--loss", "hinge", "--lam", 1,
+                     "--out", tmp / "z.npy"], capsys)
+    assert code == 2 and "square matrix" in out.err and not (tmp / "z.npy").exists()
+
+
+def test_dynamics_flow_and_descent(machine_data, capsys):
+    pytest.importorskip("ntkref.dynamics")
+    from scipy.linalg import expm
+
+    tmp, K, y, _ = machine_data
+    lam, times = 0.3, [0.0, 0.5, 2.0]
+    code, _ = run(["dynamics", "--K", tmp / "K.npy", "--y", tmp / "y.npy", "--loss", "squared", "--lam", lam,
+                   "--times", ",".join(map(str, times)), "--out", tmp / "traj.npz"], capsys)
+    assert code == 0
+    n = len(y)
+    A = np.zeros((n + 1, n + 1))
+    A[:n, :n] = -lam * np.eye(n) - 2 * K  # dα/dt = −λα − 2(Kα − y) (squared loss without ½)
+    A[:n, n] = 2 * y
+    ref = np.array([K @ expm(A * t)[:n, n] for t in times])
+    with np.load(tmp / "traj.npz") as z:
+        np.testing.assert_allclose(z["g_train"], ref, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(z["times"], times)
+    np.save(tmp / "g.npy", ref)
+    base = ["compare", "--kind", "dynamics", "--K", tmp / "K.npy", "--y", tmp / "y.npy", "--loss", "squared",
+            "--lam", lam, "--times", ",".join(map(str, times))]
+    assert run(base + ["--candidate", tmp / "g.npy"], capsys)[0] == 0
+    code, _ = run(["dynamics", "--K", tmp / "K.npy", "--y", tmp / "y.npy", "--loss", "hinge", "--lam", 0.1,
+                   "--mode", "descent", "--lr", 0.1, "--steps", 5, "--out", tmp / "d.npy"], capsys)
+    assert code == 0
+    a = np.zeros(n)
+    for _ in range(5):  # seed 000 eq. (5): strict hinge subgradient
+        a = (1 - 0.1 * 0.1) * a + 0.1 * y * (y * (K @ a) < 1)
+    np.testing.assert_allclose(np.load(tmp / "d.npy")[-1], K @ a, rtol=1e-12, atol=1e-14)
+    code, out = run(["dynamics", "--K", tmp / "K.npy", "--y", tmp / "y.npy", "--loss", "squared", "--lam", 0.1,
+                     "--out", tmp / "e.npy"], capsys)
+    assert code == 2 and "needs --times" in out.err
+
+
+def test_certify_and_compare(machine_data, capsys):
+    certify = pytest.importorskip("ntkref.certify")
+    tmp, _, y, x = machine_data
+    alpha = y * 0.5
+    np.save(tmp / "alpha.npy", alpha)
+    np.save(tmp / "xt.npy", x[:4] + 0.05)
+    code, _ = run(["certify", "--alpha", tmp / "alpha.npy", "--x-train", tmp / "x.npy", "--x-test", tmp / "xt.npy",
+                   "--out", tmp / "r.npy"], capsys)
+    assert code == 0
+    r = np.load(tmp / "r.npy")
+    ref = np.asarray(certify.certified_radius(alpha, x, x[:4] + 0.05))
+    np.testing.assert_array_equal(r, ref)
+    base = ["compare", "--kind", "certify", "--alpha", tmp / "alpha.npy", "--x-train", tmp / "x.npy",
+            "--x-test", tmp / "xt.npy"]
+    assert run(base + ["--candidate", tmp / "r.npy"], capsys)[0] == 0
+    np.save(tmp / "r2.npy", r * 1.5 + 0.01)
+    assert run(base + ["--candidate", tmp / "r2.npy"], capsys)[0] == 1
+    np.save(tmp / "a3.npy", np.ones(3))
+    code, out = run(["certify", "--alpha", tmp / "a3.npy", "--x-train", tmp / "x.npy", "--x-test", tmp / "xt.npy",
+                     "--out", tmp / "r3.npy"], capsys)
+    assert code == 2 and "one per training row" in out.err
+
+
+def test_missing_module_gives_a_clear_error(machine_data, capsys, monkeypatch):
+    tmp, *_ = machine_data
+    monkeypatch.setitem(sys.modules, "ntkref.machines", None)  # import now raises ImportError
+    code, out = run(["fit", "--K", tmp / "K.npy", "--y", tmp / "y.npy", "--loss", "squared", "--lam", 1,
+                     "--out", tmp / "a.npy"], capsys)
+    assert code == 2 and "needs the module ntkref.machines" in out.err and not (tmp / "a.npy").exists()
+
+
+def test_kernel_error_matches_definition():
+    R = np.array([[4.0, -1.0], [-1.0, 1.0]])
+    K = R + np.array([[0.0, 2e-3], [0.0, 0.0]])
+    err, scale = cli.kernel_error(K, R, np.diag(R))
+    assert err[0, 1] == pytest.approx(2e-3 / math.sqrt(4.0 * 1.0))
+    assert err[1, 0] == 0.0 and scale[0, 1] == 2.0
+
+
+def test_unavailable_backend_is_a_clear_error(data, capsys):
+    tmp, *_ = data
+    import importlib.util
+
+    missing = next((b for b in ("cupy", "torch", "dask", "jax") if importlib.util.find_spec(b) is None), None)
+    if missing is None:
+        pytest.skip("every optional backend is installed")
+    code, out = run(["kernel", "--x1", tmp / "a.npy", "--backend", missing, "--out", tmp / "k.npy"], capsys)
+    assert code == 2 and missing in out.err and "cannot be imported" in out.err
+    assert not (tmp / "k.npy").exists()
+
+
+def test_compare_reports_non_finite_candidates(data, capsys):
+    tmp, *_ = data
+    run(["kernel", "--x1", tmp / "a.npy", "--out", tmp / "k.npy"], capsys)
+    K = np.load(tmp / "k.npy")
+    K[0, 3] = np.nan
+    np.save(tmp / "nan.npy", K)
+    code, out = run(["compare", "--kind", "kernel", "--candidate", tmp / "nan.npy", "--x1", tmp / "a.npy"], capsys)
+    assert code == 1 and "worst at (0, 3)" in out.out and "inf" in out.out
+
+
+def test_cntk_family_round_trip_against_golden(tmp_path, capsys):
+    # the golden CNTK values (independent mpmath, ntkref/golden) through the CLI
+    from ntkref import golden
+
+    np.save(tmp_path / "img.npy", golden.inputs("images"))
+    for readout in ("gap", "flatten"):
+        out = tmp_path / f"c_{readout}.npz"
+        code, _ = run(["kernel", "--family", "cntk", "--x1", tmp_path / "img.npy", "--depth", 2, "--readout", readout,
+                       "--get", "both", "--out", out], capsys)
+        assert code == 0
+        with np.load(out) as z:
+            for key in ("nngp", "ntk"):
+                G = golden.values(f"cntk-{readout}-depth2", key)
+                s = np.sqrt(np.diag(G))
+                assert np.all(np.abs(z[key] - G) <= 1e-13 * np.outer(s, s))
+        np.save(tmp_path / "g.npy", golden.values(f"cntk-{readout}-depth2", "ntk"))
+        code, out_ = run(["compare", "--kind", "kernel", "--family", "cntk", "--candidate", tmp_path / "g.npy",
+                          "--x1", tmp_path / "img.npy", "--depth", 2, "--readout", readout, "--rtol", 1e-13], capsys)
+        assert code == 0, out_.out
+    code, out_ = run(["kernel", "--family", "cntk", "--x1", tmp_path / "img.npy", "--x2",
+                      tmp_path / "c_gap.npz:ntk", "--out", tmp_path / "bad.npy"], capsys)
+    assert code == 2 and "4-d array" in out_.err and not (tmp_path / "bad.npy").exists()

@@ -1,0 +1,478 @@
+"""ntkref.testing: the strategies reach the hard regions, and the checkers catch wrong candidates.
+
+The candidates here are written independently of ntkref (NumPy textbook recursions, an mpmath
+evaluation, closed forms with SciPy); "wrong" candidates carry one deliberate, realistic bug each,
+and the checker must report a *minimal* example (one or two rows) whose reported values are
+reproducible by calling the candidate again.  The reference inside the checkers is computed in the
+namespace selected by NTKREF_BACKEND, so this file also runs under array_api_strict.
+"""
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from ntkref import testing as T
+from ntkref.kernels import fc
+
+from ._mp_reference import fc_pair
+
+# ---------------------------------------------------------------------------------------------
+# independent candidates
+# ---------------------------------------------------------------------------------------------
+def mp_candidate(depth, W=1.0, b=0.0, activation="relu"):
+    """Correct, independent: 50-digit mpmath evaluation of each entry (tests/_mp_reference.py)."""
+
+    def kernel(x1, x2=None):
+        x2 = x1 if x2 is None else x2
+        out = np.empty((len(x1), len(x2)))
+        for i, a in enumerate(x1):
+            for j, c in enumerate(x2):
+                out[i, j] = float(fc_pair(a, c, depth, W, b, activation)[1])
+        return out
+
+    return kernel
+
+
+def naive_candidate(depth, *, missing_one_over_d=False, zero_rows_nan=False):
+    """Textbook NumPy recursion: θ = arccos(clip(ρ)), which loses √eps near parallel rows.
+
+    Zero rows give Θ = 0 (ρ := 0 where q = 0) unless ``zero_rows_nan`` (0/0, a common bug).
+    """
+
+    def kernel(x1, x2=None):
+        x2 = x1 if x2 is None else x2
+        d = x1.shape[1] if not missing_one_over_d else 1
+        k = x1 @ x2.T / d
+        q1 = np.sum(x1 * x1, axis=1) / d
+        q2 = np.sum(x2 * x2, axis=1) / d
+        ntk = k.copy()
+        for _ in range(depth):
+            s = np.sqrt(np.outer(q1, q2))
+            with np.errstate(all="ignore"):
+                rho = np.clip(k / s if zero_rows_nan else np.where(s > 0, k / np.where(s > 0, s, 1.0), 0.0),
+                              -1.0, 1.0)
+            theta = np.arccos(rho)
+            k = s * (np.sin(theta) + (np.pi - theta) * rho) / (2 * np.pi)
+            ntk = k + ntk * (np.pi - theta) / (2 * np.pi)
+            q1, q2 = q1 / 2, q2 / 2
+        return ntk
+
+    return kernel
+
+
+def wrong_diagonal_candidate(depth, rel=1e-9):
+    """Right off the diagonal (mpmath), diagonal off by a relative `rel`."""
+    good = mp_candidate(depth)
+
+    def kernel(x1, x2=None):
+        K = good(x1, x2)
+        if x2 is None:
+            K[np.diag_indices_from(K)] *= 1 + rel
+        return K
+
+    return kernel
+
+
+MODERATE = T.kernel_inputs(scale_range=(1e-3, 1e3))
+
+
+def _assert_reproducible(mismatch, candidate, depth):
+    """The reported values are what the candidate and the (independent) mpmath reference give there."""
+    x1, x2 = mismatch.inputs["x1"], mismatch.inputs["x2"]
+    i, j = mismatch.location
+    value = candidate(x1, x2)[i, j]
+    assert value == mismatch.candidate_value or (np.isnan(value) and np.isnan(mismatch.candidate_value))
+    a = x1[i]
+    c = (x1 if x2 is None else x2)[j]
+    ref = float(fc_pair(a, c, depth, 1.0, 0.0)[1])
+    # ntkref's reference value agrees with mpmath to its documented 1e-13 of the scale
+    scale = math.sqrt(float(fc_pair(a, a, depth, 1.0, 0.0)[1]) * float(fc_pair(c, c, depth, 1.0, 0.0)[1]))
+    assert abs(mismatch.reference_value - ref) <= 1e-13 * scale + 1e-300
+
+
+# ---------------------------------------------------------------------------------------------
+# check_kernel
+# ---------------------------------------------------------------------------------------------
+def test_correct_independent_candidate_passes():
+    # mpmath at 50 digits is exact to float64 rounding; ntkref is within 1e-13 of the scale, so the
+    # two must agree at 1e-12 on every adversarial input (angles 1e-9, zero rows, norms 1e±150).
+    report = T.check_kernel(mp_candidate(2), depth=2, diag_tol=1e-12, offdiag_tol=1e-12, max_examples=40)
+    assert report.passed and report.failure is None
+    assert report.n_examples >= 40  # hypothesis examples + the fixed battery
+    assert max(report.max_error.values()) <= 1e-13
+
+
+def test_missing_one_over_d_is_caught_with_a_minimal_example():
+    cand = naive_candidate(1, missing_one_over_d=True)
+    with pytest.raises(T.OracleMismatch) as info:
+        T.check_kernel(cand, depth=1, inputs=MODERATE, max_examples=50)
+    m = info.value.report.failure
+    # a 1/d bug is invisible for d = 1 and needs only one row to show: the minimal example is 1 × 2
+    assert m.inputs["x1"].shape == (1, 2)
+    assert m.error > 0.5  # off by the factor d = 2: error = |2Θ − Θ|/Θ = 1 on the diagonal
+    _assert_reproducible(m, cand, 1)
+    text = str(info.value)
+    assert "minimal failing example" in text and "location (0, 0)" in text and "candidate" in text
+
+
+def test_sqrt_eps_angle_error_is_caught():
+    # arccos(clip(ρ)): ρ = 1 − δ with δ ~ eps after rounding gives θ ~ √eps ≈ 1e-8, an NTK error
+    # ~1e-9 of the scale at depth 2, on the diagonal and for near-parallel rows.
+    cand = naive_candidate(2)
+    with pytest.raises(T.OracleMismatch) as info:
+        T.check_kernel(cand, depth=2, inputs=MODERATE, diag_tol=1e-11, offdiag_tol=1e-11, max_examples=80)
+    m = info.value.report.failure
+    assert m.inputs["x1"].shape[0] <= 2
+    assert 1e-11 < m.error < 1e-6  # the √eps signature, not a gross bug
+    _assert_reproducible(m, cand, 2)
+
+
+def test_sqrt_eps_angle_error_found_off_diagonal_by_near_parallel_rows():
+    cand = naive_candidate(2)
+    with pytest.raises(T.OracleMismatch) as info:
+        T.check_kernel(cand, depth=2, inputs=T.kernel_inputs(symmetric=False, scale_range=(1e-3, 1e3)),
+                       diag_tol=math.inf, offdiag_tol=1e-11, max_examples=100)
+    m = info.value.report.failure
+    assert m.entry == "off-diagonal"
+    x1, x2 = m.inputs["x1"], m.inputs["x2"]
+    a, c = x1[m.location[0]], x2[m.location[1]]
+    cos = abs(a @ c) / (np.linalg.norm(a) * np.linalg.norm(c))
+    assert cos > 1 - 1e-6  # the failure is a (near-)parallel or antiparallel pair, as theory says
+    _assert_reproducible(m, cand, 2)
+
+
+def test_wrong_diagonal_is_caught_and_located_on_the_diagonal():
+    cand = wrong_diagonal_candidate(1, rel=1e-9)
+    with pytest.raises(T.OracleMismatch) as info:
+        T.check_kernel(cand, depth=1, inputs=MODERATE, diag_tol=1e-11, offdiag_tol=1e-11, max_examples=30)
+    m = info.value.report.failure
+    assert m.entry == "diagonal" and m.inputs["x1"].shape[0] == 1 and m.location == (0, 0)
+    assert m.error == pytest.approx(1e-9, rel=1e-3)
+    # with the diagonal tolerance relaxed, the same candidate passes: the off-diagonal is right
+    report = T.check_kernel(cand, depth=1, inputs=MODERATE, diag_tol=1e-8, offdiag_tol=1e-12, max_examples=20)
+    assert report.passed and report.max_error["diagonal"] == pytest.approx(1e-9, rel=1e-3)
+
+
+def test_overflow_and_nan_of_naive_code_at_extreme_scales_are_reported():
+    cand = naive_candidate(1, zero_rows_nan=True)
+    report = T.check_kernel(cand, depth=1, diag_tol=1e-6, offdiag_tol=1e-6, max_examples=200,
+                            raise_on_failure=False)
+    assert not report.passed
+    m = report.failure
+    # either a zero row (0/0) or a norm beyond 1e150 overflowing x·x: a non-finite value or a huge error
+    norms = np.linalg.norm(np.concatenate([m.inputs["x1"]] + ([m.inputs["x2"]] if m.inputs["x2"] is not None
+                                                               else [])), axis=1)
+    assert (not np.isfinite(m.candidate_value)) or m.error > 1e-6
+    assert np.any(norms == 0) or np.any(norms > 1e100) or np.any(norms < 1e-100)
+
+
+def test_battery_catches_what_a_narrow_search_misses():
+    # a hypothesis search restricted to Gaussian rows never sees near-parallel pairs; the fixed
+    # battery (angles down to 1e-12) still finds the √eps bug.
+    cand = naive_candidate(2)
+    rng = np.random.default_rng(1)
+    generic_pair = st.just((rng.normal(size=(3, 4)), rng.normal(size=(2, 4))))
+    report = T.check_kernel(cand, depth=2, inputs=generic_pair, diag_tol=math.inf, offdiag_tol=1e-11,
+                            max_examples=5, raise_on_failure=False)
+    assert not report.passed and report.source == "battery"
+
+
+def test_candidate_exceptions_and_shapes_are_reported():
+    def raises(x1, x2=None):
+        raise ZeroDivisionError("boom")
+
+    def transposed(x1, x2=None):
+        return fc(x1, x2).ntk.T if x2 is not None else np.zeros((len(x1), len(x1) + 1))
+
+    r = T.check_kernel(raises, depth=1, max_examples=5, raise_on_failure=False)
+    assert not r.passed and "ZeroDivisionError: boom" in r.failure.detail
+    r = T.check_kernel(transposed, depth=1, max_examples=20, raise_on_failure=False)
+    assert not r.passed and "shape" in r.failure.detail
+
+
+def test_float32_candidate_and_custom_reference():
+    # float32: the inputs are cast first, the reference is computed (in float64) on the cast values;
+    # ntkref's float32 accuracy is ~1e-5 of the scale, so 1e-4 passes and 1e-9 cannot.
+    def f32(x1, x2=None):
+        assert x1.dtype == np.float32
+        return fc(x1, x2, depth=1).ntk
+
+    inputs = T.kernel_inputs(dtype="float32")
+    assert T.check_kernel(f32, depth=1, dtype="float32", inputs=inputs, diag_tol=1e-4, offdiag_tol=1e-4,
+                          max_examples=20, battery=False).passed
+    assert not T.check_kernel(f32, depth=1, dtype="float32", inputs=inputs, diag_tol=1e-9, offdiag_tol=1e-9,
+                              max_examples=40, raise_on_failure=False).passed
+
+    # seed 004: Θ_Arora = d·Θ_NT(W_std = 1 first layer, √2 after) (SPEC §2), checked through the
+    # checker with arora_ntk as the reference.
+    from ntkref.kernels import arora_ntk
+
+    def scaled_nt(x1, x2=None):
+        return x1.shape[1] * np.asarray(fc(x1, x2, depth=2, W_std=[1.0, math.sqrt(2), math.sqrt(2)]).ntk)
+
+    def arora_np(x1, x2=None):
+        return arora_ntk(x1, x2, depth=2)
+
+    assert T.check_kernel(scaled_nt, reference=arora_np, diag_tol=1e-12, offdiag_tol=1e-12,
+                          inputs=MODERATE, max_examples=20).passed
+
+
+def test_nngp_check_and_bias():
+    cand = mp_candidate(1, W=1.0, b=0.5)
+
+    def nngp_mp(x1, x2=None):
+        x2 = x1 if x2 is None else x2
+        return np.array([[float(fc_pair(a, c, 1, 1.0, 0.5)[0]) for c in x2] for a in x1])
+
+    assert T.check_kernel(nngp_mp, which="nngp", depth=1, b_std=0.5, diag_tol=1e-12, offdiag_tol=1e-12,
+                          max_examples=20).passed
+    assert not T.check_kernel(cand, which="nngp", depth=1, b_std=0.5, max_examples=20,
+                              raise_on_failure=False).passed  # an NTK is not an NNGP
+
+
+@pytest.mark.parametrize("kw", [dict(which="both"), dict(diag_tol=-1.0), dict(dtype="float16"), dict(depth=-1)])
+def test_check_kernel_bad_parameters(kw):
+    with pytest.raises(ValueError):
+        T.check_kernel(mp_candidate(1), max_examples=1, **kw)
+
+
+def test_check_kernel_rejects_non_callable():
+    with pytest.raises(TypeError):
+        T.check_kernel(np.eye(2))
+
+
+@pytest.mark.slow
+def test_neural_tangents_diagonal_inaccuracy():
+    nt = pytest.importorskip("neural_tangents")
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    _, _, kernel_fn = nt.stax.serial(nt.stax.Dense(1), nt.stax.Relu(), nt.stax.Dense(1))
+
+    def nt_ntk(x1, x2=None):
+        return np.asarray(kernel_fn(x1, x2, "ntk"))
+
+    # validation/nt_oracle_check.py (NT in its own venv): diagonal errors up to ~3e-9 of the scale at
+    # depth 1, off-diagonal ≤ 1e-15 on generic rows.
+    generic = T.generic_kernel_inputs()
+    off = T.check_kernel(nt_ntk, depth=1, inputs=generic, diag_tol=math.inf, offdiag_tol=1e-11, max_examples=30,
+                         battery=False)
+    assert off.passed and off.max_error["off-diagonal"] < 1e-13
+    with pytest.raises(T.OracleMismatch) as info:
+        T.check_kernel(nt_ntk, depth=1, inputs=generic, diag_tol=1e-11, offdiag_tol=1e-11, max_examples=30)
+    assert info.value.report.failure.entry == "diagonal" and info.value.report.failure.error > 1e-10
+
+
+# ---------------------------------------------------------------------------------------------
+# strategies reach the hard regions
+# ---------------------------------------------------------------------------------------------
+def _min_angle(x, y=None):
+    """Smallest angle between two rows of x (or between a row of x and a row of y), stably."""
+    u = x / np.linalg.norm(x, axis=1, keepdims=True)
+    v = u if y is None else y / np.linalg.norm(y, axis=1, keepdims=True)
+    best = math.inf
+    for i in range(len(u)):
+        for j in range(len(v)):
+            if y is None and j <= i:
+                continue
+            best = min(best, 2 * math.atan2(np.linalg.norm(u[i] - v[j]), np.linalg.norm(u[i] + v[j])))
+    return best
+
+
+def _sample(strategy, n):
+    """n examples of a strategy, generated deterministically without shrinking (cheap)."""
+    out = []
+
+    @settings(max_examples=n, database=None, derandomize=True, deadline=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @given(strategy)
+    def collect(value):
+        out.append(value)
+
+    collect()
+    return out
+
+
+def _regions(x):
+    """Which hard regions an (n, d) array touches."""
+    norms = np.linalg.norm(x, axis=1)
+    nz = x[norms > 0]
+    found = set()
+    if np.any(norms == 0):
+        found.add("zero-row")
+    if np.any(norms > 1e140):
+        found.add("huge")
+    if np.any((norms > 0) & (norms < 1e-140)):
+        found.add("tiny")
+    if len(nz) >= 2 and _min_angle(nz) < 1e-8:
+        found.add("near-parallel-1e-8")
+    if len(nz) >= 2 and any(_min_angle(-nz[i:i + 1], np.delete(nz, i, axis=0)) < 1e-8 for i in range(len(nz))):
+        found.add("antiparallel-1e-8")
+    if len({r.tobytes() for r in nz}) < len(nz):
+        found.add("duplicates")
+    return found
+
+
+def test_rows_shapes_bounds_and_hard_regions():
+    xs = _sample(T.rows(), 300)
+    seen = set()
+    for x in xs:
+        assert x.dtype == np.float64 and np.all(np.isfinite(x)) and 1 <= x.shape[0] <= 6 and 1 <= x.shape[1] <= 6
+        n = np.linalg.norm(x, axis=1)
+        assert np.all((n == 0) | ((n >= 1e-150 * (1 - 1e-12)) & (n <= 1e150 * (1 + 1e-12))))  # scale_range
+        seen |= _regions(x)
+    # every hard region is reached within 300 examples (deterministic: derandomized generation)
+    assert seen == {"zero-row", "huge", "tiny", "near-parallel-1e-8", "antiparallel-1e-8", "duplicates"}
+    small = _sample(T.rows((2, 3), (2, 4), dtype="float32"), 30)
+    assert all(2 <= x.shape[0] <= 3 and 2 <= x.shape[1] <= 4 and x.dtype == np.float32 for x in small)
+
+
+def test_generic_kernel_inputs_are_in_general_position():
+    for x1, x2 in _sample(T.generic_kernel_inputs(), 50):
+        x = x1 if x2 is None else np.concatenate([x1, x2])
+        assert x.shape[1] >= 2 and np.all(np.linalg.norm(x, axis=1) > 0)
+        if len(x) > 1:
+            assert _min_angle(x) > 1e-6 and _min_angle(-x[:1], x[1:]) > 1e-6
+
+
+def test_naive_code_passes_on_generic_inputs_only():
+    # the arccos bug is invisible away from parallel rows: a generic search passes at 1e-11 off the
+    # diagonal, which is why the adversarial strategies matter
+    report = T.check_kernel(naive_candidate(2), depth=2, inputs=T.generic_kernel_inputs(symmetric=False),
+                            diag_tol=math.inf, offdiag_tol=1e-11, max_examples=20, battery=False)
+    assert report.passed
+
+
+def test_kernel_inputs_pairs():
+    pairs = _sample(T.kernel_inputs(), 60)
+    assert any(x2 is None for _, x2 in pairs) and any(x2 is not None for _, x2 in pairs)
+    for x1, x2 in pairs:
+        assert x2 is None or x2.shape[1] == x1.shape[1]
+    # rows of x2 relate to rows of x1: some cross pair is near-parallel
+    assert any(x2 is not None and np.all(np.linalg.norm(x1, axis=1) > 0) and np.all(np.linalg.norm(x2, axis=1) > 0)
+               and _min_angle(x1, x2) < 1e-8 for x1, x2 in pairs)
+    assert all(x2 is None for _, x2 in _sample(T.kernel_inputs(symmetric=True), 10))
+
+
+def test_ill_conditioned_kernels():
+    Ks = _sample(T.ill_conditioned_kernels(), 60)
+    for K in Ks:
+        ev = np.linalg.eigvalsh(K)
+        assert np.array_equal(K, K.T)
+        # PSD up to the rounding of Q diag(λ) Qᵀ: n·eps·λ_max (times a small safety factor)
+        assert ev.min() >= -10 * K.shape[0] * np.finfo(float).eps * ev.max()
+    conds = [np.linalg.cond(K) for K in _sample(T.ill_conditioned_kernels(allow_singular=False), 60)]
+    assert max(conds) > 1e10 and min(conds) < 1e3
+
+
+def test_labels_learning_rates_widths():
+    ys = _sample(T.labels(5), 20)
+    assert all(set(np.unique(y)) == {-1.0, 1.0} for y in ys)
+    assert all(y.shape == (4,) and np.all(np.abs(y) <= 3) for y in _sample(T.labels(4, kind="regression"), 20))
+    lrs = _sample(T.learning_rates(lam=10.0), 50)
+    assert all(1e-4 <= v < 0.1 for v in lrs) and max(lrs) > 0.01
+    ws = _sample(T.widths(10, 10_000), 50)
+    assert all(10 <= w <= 10_000 for w in ws) and {10, 100, 1000, 10_000} & set(ws)
+    with pytest.raises(ValueError):
+        T.learning_rates(min_lr=1.0, lam=10.0)
+
+
+def test_hard_inputs_battery():
+    cases = T.hard_inputs(5)
+    names = [c[0] for c in cases]
+    assert "zero row" in names and "tiny and huge" in names and "angle 1e-9" in names
+    for _, x1, x2 in cases:
+        assert x1.ndim == 2 and np.all(np.isfinite(x1))
+        assert x2 is None or x2.shape[1] == x1.shape[1]
+
+
+def test_kernel_error_measure():
+    R = np.array([[4.0, 1.0], [1.0, 9.0]])
+    K = R + np.array([[0.0, 6e-3], [0.0, np.nan]])
+    err, scale = T.kernel_error(K, R, np.diag(R))
+    assert scale[0, 1] == 6.0 and err[0, 1] == pytest.approx(1e-3)
+    assert err[1, 1] == np.inf and err[0, 0] == 0.0
+    err, _ = T.kernel_error(np.array([[0.0, 1e-300]]), np.zeros((1, 2)), np.zeros(1), np.array([0.0, 1.0]))
+    assert err[0, 0] == 0.0 and err[0, 1] == np.inf  # zero scale: exact equality required
+
+
+# ---------------------------------------------------------------------------------------------
+# machines, dynamics, certificates
+# ---------------------------------------------------------------------------------------------
+def test_check_fit_krr():
+    pytest.importorskip("ntkref.machines")
+
+    def krr(K, y, lam):  # (y − z)² without ½ (SPEC §2): α = (K + (λ/2) I)⁻¹ y
+        return np.linalg.solve(K + lam / 2 * np.eye(len(y)), y)
+
+    def krr_wrong(K, y, lam):  # the ½-convention formula: the other loss scaling
+        return np.linalg.solve(K + lam * np.eye(len(y)), y)
+
+    assert T.check_fit(krr, loss="squared", lam=0.3, max_examples=8).passed
+    with pytest.raises(T.OracleMismatch) as info:
+        T.check_fit(krr_wrong, loss="squared", lam=0.3, max_examples=8, shrink=False)  # shrinking: slow here
+    assert info.value.report.failure.entry == "objective"
+
+
+def test_check_fit_svm_subgradient_is_not_exact():
+    pytest.importorskip("ntkref.machines")
+
+    def few_steps(K, y, lam):  # 3 subgradient steps: far from the SVM optimum
+        a = np.zeros(len(y))
+        for _ in range(3):
+            a = (1 - 0.1 * lam) * a + 0.1 * y * (y * (K @ a) < 1)
+        return a
+
+    r = T.check_fit(few_steps, loss="hinge", lam=0.5, max_examples=5, shrink=False, raise_on_failure=False)
+    assert not r.passed and r.failure.error > 1e-8
+
+
+def test_check_dynamics_squared_flow_and_descent():
+    pytest.importorskip("ntkref.dynamics")
+    from scipy.linalg import expm
+
+    def flow(K, y, lam, times, factor=2.0):
+        # dα/dt = −λα − factor·(Kα − y): linear, solved by the matrix exponential of the augmented system
+        n = len(y)
+        A = np.zeros((n + 1, n + 1))
+        A[:n, :n] = -lam * np.eye(n) - factor * K
+        A[:n, n] = factor * y
+        return np.array([K @ expm(A * t)[:n, n] for t in times])
+
+    def descent(K, y, lam, lr, steps, decay=None):
+        a = np.zeros(len(y))
+        out = [K @ a]
+        for _ in range(steps):
+            a = (1 - lr * (lam if decay is None else decay)) * a - lr * 2 * (K @ a - y)
+            out.append(K @ a)
+        return np.array(out)
+
+    assert T.check_dynamics(flow, loss="squared", lam=0.2, tol=1e-9, max_examples=5).passed
+    r = T.check_dynamics(lambda *a: flow(*a, factor=1.0), loss="squared", lam=0.2, max_examples=5,
+                         shrink=False, raise_on_failure=False)
+    assert not r.passed and r.failure.entry == "trajectory"
+    assert T.check_dynamics(descent, kind="descent", loss="squared", lam=0.2, lr=0.05, steps=10, tol=1e-10,
+                            max_examples=5).passed
+    assert not T.check_dynamics(lambda *a: descent(*a, decay=1.0), kind="descent", loss="squared", lam=0.2,
+                                lr=0.05, steps=10, max_examples=5, shrink=False, raise_on_failure=False).passed
+
+
+def test_check_certificate():
+    certify = pytest.importorskip("ntkref.certify")
+    from ntkref._backend import default_namespace, to_numpy
+
+    xp = default_namespace()
+
+    def reference(alpha, x_train, x_test):
+        return to_numpy(certify.certified_radius(xp.asarray(alpha), xp.asarray(x_train), xp.asarray(x_test)))
+
+    def overclaims(alpha, x_train, x_test):
+        # 3‖x₀‖∞: the ball contains 0 (g(0) = 0) and typically training points of the other class
+        return 3 * np.max(np.abs(x_test), axis=1)
+
+    assert T.check_certificate(reference, max_examples=8).passed
+    with pytest.raises(T.OracleMismatch) as info:
+        T.check_certificate(overclaims, max_examples=8, compare_reference=False, shrink=False)
+    assert info.value.report.failure.entry in ("soundness", "radius")
