@@ -109,8 +109,10 @@ def test_missing_one_over_d_is_caught_with_a_minimal_example():
     with pytest.raises(T.OracleMismatch) as info:
         T.check_kernel(cand, depth=1, inputs=MODERATE, max_examples=50)
     m = info.value.report.failure
-    # a 1/d bug is invisible for d = 1 and needs only one row to show: the minimal example is 1 × 2
-    assert m.inputs["x1"].shape == (1, 2)
+    # a 1/d bug is invisible for d = 1 and needs only one row to show: the shrunk example is one row with
+    # a few features (hypothesis' shrinker reaches d = 2 alone; within a long session its shrink passes
+    # can stop at d = 3, so the exact d is not asserted)
+    assert m.inputs["x1"].shape[0] == 1 and 2 <= m.inputs["x1"].shape[1] <= 3
     assert m.error > 0.5  # off by the factor d = 2: error = |2Θ − Θ|/Θ = 1 on the diagonal
     _assert_reproducible(m, cand, 1)
     text = str(info.value)
