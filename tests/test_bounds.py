@@ -129,7 +129,7 @@ def test_readout_regularisation_breaks_the_equivalence():
     # and the kernel drift itself does not vanish at large width under the readout regulariser
     tr, *_ = _nn_vs_km(2048, 1, "logistic", 0.5, 0.05, 60, 0, regularize="readout")
     K0 = np.asarray(tr.kernel0)
-    assert tr.drift[-1] > 0.2 * np.linalg.norm(K0, 2)
+    assert float(tr.drift[-1]) > 0.2 * np.linalg.norm(K0, 2)
 
 
 def test_convex_bound_is_sharper_than_gronwall_on_long_runs():
