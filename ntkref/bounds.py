@@ -33,6 +33,10 @@ L_D(f) ≤ L_S(f) + 2ρ(B/n)√(tr K) + 3c√(log(2/δ)/(2n)).  Lemma B.2 needs 
 the hinge loss is not, so use the ramp loss min(1, max(0, 1 − yz)) (c = 1, ρ = 1), or state
 c from a bound on |f|.  The official code used δ = 0.99 where confidence 1 − δ = 0.99 means
 δ = 0.01 (SPEC §4).
+
+The recursions over time run on the host (NumPy) on 1-D series of measured scalars (drifts,
+remainders, l' norms), whatever namespace produced them; only :func:`pl_condition` and
+:func:`rademacher_bound` work on matrices, in the matrices' own namespace.
 """
 from __future__ import annotations
 

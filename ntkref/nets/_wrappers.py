@@ -3,6 +3,9 @@ r"""Networks built from a network: the antisymmetric doubling (f₀ ≡ 0) and t
 - :class:`Antisymmetric` — f(w, x) = (f_A(w_A, x) − f_B(w_B, x))/√2 with w_B = w_A at
   initialisation, so f₀ ≡ 0 exactly while Θ̂(w₀) = (Θ̂_A + Θ̂_B)/2 = Θ̂_A(w_A,0): the
   "f₀ = 0" initialisation of seed 000 footnote 2 without subtracting anything.
+- :class:`Scaled` — f_nn = κ·f (seed 004, Theorem 2): the tangent kernel is κ²Θ̂ and the initial
+  output κf₀ → 0 as κ → 0, so gradient flow on the squared loss ends at the kernel-regression
+  predictor k(x, X)Θ⁻¹y (tested against wide nets).
 - :class:`Linearized` — f_lin(w, x) = f(w₀, x) + ∇_w f(w₀, x)·(w − w₀) (seed 000 App. D.4 and
   Theorem 3.4's mechanism): its tangent kernel is Θ̂(w₀) for every w, so gradient descent on it
   is *exactly* a kernel machine with K = Θ̂(w₀) (tested to rounding).
@@ -17,7 +20,7 @@ import math
 from .._backend import namespace
 from .._validation import InvalidParameterError, check_array
 
-__all__ = ["Antisymmetric", "Linearized", "flatten_params", "unflatten_params"]
+__all__ = ["Antisymmetric", "Linearized", "Scaled", "flatten_params", "unflatten_params"]
 
 
 def flatten_params(params, xp=None):
@@ -132,3 +135,39 @@ class Linearized:
 
     def readout_layers(self, params):
         return [p[-1] for p in params] if isinstance(params, tuple) else [params[-1]]
+
+
+class Scaled:
+    """f_nn(w, x) = κ·f(w, x) (seed 004's output scaling); parameters are those of ``net``."""
+
+    def __init__(self, net, kappa):
+        from .._validation import check_real
+
+        self.net = net
+        self.kappa = check_real(kappa, "kappa", caller="Scaled", low=0.0, closed="neither")
+        self.depth = net.depth
+        self.d_in = net.d_in
+
+    @property
+    def n_params(self):
+        return self.net.n_params
+
+    def init(self, seed, *, xp=None, dtype=None):
+        return self.net.init(seed, xp=xp, dtype=dtype)
+
+    def apply(self, params, x):
+        return self.kappa * self.net.apply(params, x)
+
+    def jacobian(self, params, x):
+        return self.kappa * self.net.jacobian(params, x)
+
+    def vjp(self, params, x, cotangent):
+        g = self.net.vjp(params, x, cotangent)
+        scale = lambda gr: [(self.kappa * dW, None if db is None else self.kappa * db) for dW, db in gr]  # noqa: E731
+        return tuple(scale(x) for x in g) if isinstance(g, tuple) else scale(g)
+
+    def empirical_ntk(self, params, x1, x2=None):
+        return (self.kappa**2) * self.net.empirical_ntk(params, x1, x2)
+
+    def readout_layers(self, params):
+        return self.net.readout_layers(params) if hasattr(self.net, "readout_layers") else [params[-1]]
