@@ -1,8 +1,15 @@
-"""`python -m validation`: the project's main job.
+"""`python -m validation`: the project's main job — seed 000's figures and tables reproduced on real MNIST.
 
-Until the seed-000 reproductions land (issue 6), this is a short demonstration
-that prints NTK values on inputs that break naive implementations and checks
-them against an independent 50-digit mpmath evaluation of the same recursion.
+Usage::
+
+    python -m validation                 # the full reproduction report (~20–30 min on 2 cores) → validation/out/
+    python -m validation --quick         # small sizes, < 3 min: checks the paper's qualitative claims (CI)
+    python -m validation --mnist DIR     # a full MNIST (train-/t10k- IDX files) instead of the embedded 0/1 digits
+    python -m validation demo            # NTK values on adversarial inputs vs a 50-digit mpmath evaluation
+
+The report (``report.md``, ``results.json``, PNG figures) puts each table next to the paper's numbers (SPEC §7)
+with a verdict per claim; the exit code is 1 if any checked claim fails.  The demo prints NTK values on inputs that
+break naive implementations and checks them against an independent 50-digit mpmath evaluation of the recursion.
 """
 from __future__ import annotations
 
@@ -84,12 +91,73 @@ def demo(depth=3, seed=0):
     return ok
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(prog="python -m validation", description=__doc__)
-    p.add_argument("--depth", type=int, default=3)
-    p.add_argument("--seed", type=int, default=0)
+SECTIONS = ("table3", "figure1", "table2", "figureB2", "table1", "figureA1")
+
+
+def reproduce(argv=None):
+    """Run the reproductions (in the order data → Table 3 → Figure 1 → Table 2 → Figure B.2 → Table 1 → Figure A.1)."""
+    import importlib
+    import pathlib
+
+    from .common import Log, Settings, figure
+    from .data import load_task
+    from . import report
+
+    p = argparse.ArgumentParser(prog="python -m validation", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="small sizes (< 3 min): CI's check of the qualitative claims")
+    p.add_argument("--mnist", metavar="DIR", help="directory with a full MNIST (train-/t10k-images/labels IDX, raw or .gz)")
+    p.add_argument("--out", metavar="DIR", default=str(pathlib.Path(__file__).resolve().parent / "out"),
+                   help="output directory (default: validation/out)")
+    p.add_argument("--only", nargs="+", choices=SECTIONS, help="run only these sections")
+    p.add_argument("--no-figures", action="store_true", help="skip the PNG figures (no matplotlib needed)")
     args = p.parse_args(argv)
-    return 0 if demo(args.depth, args.seed) else 1
+    argv = list(argv) if argv is not None else sys.argv[1:]
+    settings = Settings.quick() if args.quick else Settings.full()
+    log = Log()
+    task = load_task(args.mnist, settings.n_train, settings.n_test)
+    log(f"{settings.name} reproduction of seed 000 on {task.source}: {task.n_train} train / {task.n_test} test")
+    plt = None if args.no_figures else figure()
+    outdir = pathlib.Path(args.out)
+    outdir.mkdir(parents=True, exist_ok=True)
+    wanted = [s for s in SECTIONS if (args.only is None or s in args.only) and (s != "figureA1" or settings.a1)]
+    sections, extra = [], {}
+    for key in wanted:
+        mod = importlib.import_module(f"validation.{key}")
+        kw = {}
+        if key == "table2":
+            if "table3" not in extra:  # Table 2's SVM row is Table 3's SVM
+                from . import table3
+
+                extra["table3"] = table3.run(task, settings, Log(quiet=True)).extra
+            kw["svm"] = extra["table3"]
+        sec = mod.run(task, settings, log, plt, outdir, **kw)
+        if key == "table3":
+            extra["table3"] = sec.extra
+        sections.append(sec)
+        verdicts = ", ".join("holds" if c.holds else "DIFFERS" for c in sec.claims)
+        log(f"{sec.title}: {sec.seconds:.0f} s; claims: {verdicts or '–'}")
+    path = report.write(outdir, sections, settings=settings, task=task, total_seconds=log.elapsed(), argv=argv)
+    claims = [c for s in sections for c in s.claims]
+    print("\nSummary")
+    for c in claims:
+        print(f"  [{'holds' if c.holds else 'DIFFERS'}] {c.section}: {c.text} — {c.detail}")
+    failed = [c for c in claims if not c.holds]
+    print(f"\n{len(claims) - len(failed)}/{len(claims)} claims hold; report: {path} (total {log.elapsed():.0f} s)")
+    return 1 if failed else 0
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] == "demo":
+        p = argparse.ArgumentParser(prog="python -m validation demo", description="NTK accuracy demo")
+        p.add_argument("--depth", type=int, default=3)
+        p.add_argument("--seed", type=int, default=0)
+        args = p.parse_args(argv[1:])
+        return 0 if demo(args.depth, args.seed) else 1
+    if argv and argv[0] == "report":
+        argv = argv[1:]
+    return reproduce(argv)
 
 
 if __name__ == "__main__":
