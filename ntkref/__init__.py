@@ -9,4 +9,19 @@ from ._validation import InvalidParameterError
 
 __version__ = "0.1.0"
 
-__all__ = ["BACKENDS", "BackendError", "InvalidParameterError", "backend_name", "default_namespace", "to_numpy"]
+_SUBMODULES = (
+    "bounds", "certify", "cli", "data", "datasets", "dynamics", "equivalence", "golden", "kernels", "losses",
+    "machines", "nets", "testing",
+)
+
+__all__ = ["BACKENDS", "BackendError", "InvalidParameterError", "backend_name", "default_namespace", "to_numpy",
+           *_SUBMODULES]
+
+
+def __getattr__(name):
+    # `import ntkref; ntkref.kernels.fc(...)` without importing every submodule (and hypothesis) up front
+    if name in _SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
