@@ -15,6 +15,9 @@ routine, e.g. ``array_api_strict``).
   through a cumulative sum is the fallback).
 - :func:`eigh` — symmetric eigendecomposition (``xp.linalg.eigh`` where the
   namespace has the linalg extension).
+- :func:`single_threaded_blas` — a context in which NumPy's BLAS uses one
+  thread, for code that runs its own worker threads (nested BLAS threads
+  oversubscribe the cores: measured 5.0 s vs 3.7 s for an n = 8000 NTK on 2 cores).
 """
 from __future__ import annotations
 
@@ -99,3 +102,19 @@ def scatter_flat(x, mask_flat, idx, values, xp):
     rank = xp.clip(rank, 0, k - 1)
     full = xp.take(values, rank)
     return xp.reshape(xp.where(mask_flat, full, xp.reshape(x, (-1,))), x.shape)
+
+
+def single_threaded_blas(xp):
+    """Context manager: BLAS calls of the NumPy namespace use one thread inside it.
+
+    For the blocked kernels, which run one block per worker thread: each block's matmul
+    would otherwise start as many BLAS threads as there are cores.  A no-op for other
+    namespaces (their parallelism is not BLAS threads on the host).
+    """
+    import contextlib
+
+    if not array_api_compat.is_numpy_namespace(xp):
+        return contextlib.nullcontext()
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1, user_api="blas")
