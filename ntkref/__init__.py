@@ -10,7 +10,7 @@ from ._validation import InvalidParameterError
 __version__ = "0.1.0"
 
 _SUBMODULES = (
-    "bounds", "certify", "cli", "data", "datasets", "dynamics", "equivalence", "golden", "kernels", "losses",
+    "adversarial", "bounds", "certify", "cli", "data", "datasets", "dynamics", "equivalence", "golden", "kernels", "losses",
     "machines", "nets", "testing",
 )
 
