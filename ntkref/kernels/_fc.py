@@ -184,11 +184,14 @@ class _Pair:
 def _input_angles(u1, u2, xp):
     """cos, 1 − cos, 1 + cos of the angle between rows of u1 and u2 (unit or zero rows)."""
     rho = u1 @ xp.matrix_transpose(u2)
-    rho = xp.clip(rho, -1.0, 1.0)
     omr = 1 - rho
     opr = 1 + rho
-    mask = xp.abs(rho) > _PARALLEL_THRESHOLD
-    if bool(xp.any(mask)):
+    # Only |ρ| > 0.95 can round outside [−1, 1], and those entries are recomputed below, so no clip.
+    # Two reductions decide whether any entry needs it before a mask is built.
+    if rho.shape[0] * rho.shape[1] > 0 and (
+        float(xp.max(rho)) > _PARALLEL_THRESHOLD or float(xp.min(rho)) < -_PARALLEL_THRESHOLD
+    ):
+        mask = xp.abs(rho) > _PARALLEL_THRESHOLD
         omr, opr, rho = _refine_near_parallel(u1, u2, mask, rho, omr, opr, xp)
     return _Pair(rho, omr, opr)
 
@@ -581,15 +584,21 @@ def fc(
     can_set = not array_api_compat.is_jax_namespace(xp)
     if not can_set:
         raise InvalidParameterError("fc does not support JAX arrays yet (blocked assembly needs item assignment).")
-    tasks = [
-        (i0, j0)
-        for i0 in range(0, n1, block_size)
-        for j0 in range(i0 if symmetric else 0, n2, block_size)
-    ]
+    tasks = []
+    for i0 in range(0, n1, block_size):
+        i1 = min(i0 + block_size, n1)
+        for j0 in range(i0 if symmetric else 0, n2, block_size):
+            j1 = min(j0 + block_size, n2)
+            if symmetric and i0 == j0 and i1 - i0 >= 64:
+                # a diagonal block is computed as two half-size diagonal blocks and the block between
+                # them: a quarter of its entries (below the diagonal) is then never computed
+                m = (i0 + i1) // 2
+                tasks += [(i0, m, i0, m), (i0, m, m, i1), (m, i1, m, i1)]
+            else:
+                tasks.append((i0, i1, j0, j1))
 
     def compute(task):
-        i0, j0 = task
-        i1, j1 = min(i0 + block_size, n1), min(j0 + block_size, n2)
+        i0, i1, j0, j1 = task
         if unbiased_relu:
             nngp, ntk = _relu_unbiased_block(
                 n1_norm[i0:i1], u1[i0:i1, :], n2_norm[j0:j1], u2[j0:j1, :], d, Ws, "nngp" in wanted, want_ntk, xp
