@@ -1,0 +1,1030 @@
+r"""Dynamics-preserving sparse masks: adversarial winning tickets (seed 003, Ch. 3).
+
+A *mask* for a model's parameters is a list of 0/1 arrays, one per layer, each the shape of that layer's
+weight ``W`` (biases are never pruned).  The sparse network is f^s = f_{m⊙w} (seed 003 §3.2.2): its
+parameters are the kept weights, so its Jacobian is J_M(x) = ∇_w f(m⊙w; x) = m ⊙ ∇f(m⊙w; x) (pruned
+columns are zero) and its tangent kernel is Θ^s(x, x′) = J_M(x) J_M(x′)ᵀ.
+
+Conventions
+-----------
+- Models: :class:`ntkref.nets.FullyConnected` (ReLU, NTK parameterisation, scalar output) and
+  :class:`LinearModel` f_θ(x) = θ·x (the toy classifier of §3.2.3).  Both expose ``features(params, x)``
+  (activations h_ℓ and backprop signals δ_ℓ = ∂f/∂z_ℓ), from which the layer-ℓ weight gradient is
+  c_ℓ h_ℓᵀ δ_ℓ with c_ℓ = W_std,ℓ/√fan_in_ℓ.
+- X is (N, d), one sample a row; f(X) is (N,).
+- The squared loss of Ch. 3 is ℓ(f, y) = ½(f − y)² (3.9): the attacks inside the AWT objective ascend it,
+  ∇ₓℓ = (f(x) − y) ∇ₓf(x).
+- Attacks are deterministic unless the caller's ``attack`` callable is not: PGD starts at x.
+
+Accuracy: every quantity is exact arithmetic up to rounding (float64: kernels to ~1e-15 relative, the AWT
+objective's terms to ~1e-14 relative; float32 inputs give float32 results, ~1e-6 relative).  Gradients are
+exact (hand-written backward and Hessian-vector passes) wherever no ReLU pre-activation is exactly 0.
+
+Seed 003 equations implemented here
+-----------------------------------
+- §3.2.2, (3.11): the sparse network f_{m⊙θ}, its Jacobian and (mixed) tangent kernel —
+  :func:`apply_mask`, :func:`masked_apply`, :func:`masked_vjp`, :func:`masked_jacobian`,
+  :func:`masked_empirical_ntk`;
+- (3.13) = (3.20): the AWT objective (target distance + kernel distance)
+
+  .. math::  \mathcal L_{awt}(m; w) = \frac1N\big\|f_{θ_0}(\tilde X_0) - f_{m⊙w}(\tilde X^s)\big\|^2
+             + \frac{γ^2}{N^2}\big\|Θ_0(X, \tilde X_0) - Θ^s(X, \tilde X^s)\big\|_F^2,
+
+  with X̃₀ the attack on the dense net at θ₀ and X̃ˢ the same attack on the sparse net; (3.13) evaluates it
+  at w = θ₀, Algorithm 2 at the student w.  ε = 0 (X̃ = X) is Neural Tangent Transfer (Liu & Zenke) —
+  :func:`awt_objective`, :func:`awt_distances`, :func:`awt_gradient`;
+- the closed form of (3.13) for linear models with the exact ℓ2 attack — :func:`linear_awt_objective`;
+- Algorithm 2 (finding adversarial winning tickets) — :func:`awt_search`;
+- phase two (adversarial training of f_{m⊙θ₀} from θ₀, (3.1)/(3.3) with the mask) —
+  :func:`masked_adversarial_training`;
+- §3.2.3, (3.15), Table 3.1: the Gaussian-mixture toy example — :func:`gaussian_mixture`,
+  :func:`linear_gmm_accuracy`, :func:`linear_gmm_adversarial_accuracy`, :func:`direction_angle`,
+  :func:`svm_direction`, :func:`adversarial_linear_direction`.
+
+Errata and ambiguities settled here (tests in tests/test_sparsity.py)
+----------------------------------------------------------------------
+- Table 3.1 does not state ε.  ε = 2 in ℓ2 with the p_m term of (3.15) reproduces the Bayes (0.843), SVM
+  (0.714) and AWT (0.838) "Robustness" entries from their cosines; the same formula gives 0.828 for Adv.Tr.
+  (printed 0.823), and the "Accuracy" entries 0.995 of Adv.Tr. and AWT are not Φ(3 cos γ) (0.9984, 0.9986;
+  Bayes 0.9987 → 0.999 and SVM 0.9946 → 0.995 do match): those entries are not the analytic values.
+- In (3.15), p_adv is the probability that an adversarial example *exists* for a correctly classified
+  point, so p_adv-acc = 1 − p_adv = p_m + Φ(‖μ‖cos γ/σ − ε/σ) counts misclassified points as robust
+  (p_m = Φ(−‖μ‖cos γ/σ) is the misclassification rate).  The usual robust accuracy (correct *and* no
+  adversarial example) is Φ(‖μ‖cos γ/σ − ε/σ) alone: ``include_pm=False``.
+- "p_adv-acc attains its maximum at θ = μ" (after (3.15)) is false for the quantity as defined: θ = −μ
+  misclassifies nearly every point and scores p_m + Φ(·) = Φ(3) + Φ(−5) ≈ 0.9987 > 0.8427 (‖μ‖ = 3, σ = 1,
+  ε = 2).  It holds for the robust accuracy Φ(·) (no p_m), and for p_m + Φ(·) only where ‖μ‖cos γ ≥ ε/2.
+- (3.13) leaves open what the sparse kernel differentiates: here Θ^s is the tangent kernel of the sparse
+  net's own (kept) parameters, J_M J_Mᵀ.  Biases are not masked.
+- Algorithm 2: "update m according to magnitudes of current w" is a top-k of |w| (``scope="global"`` over
+  all weights, or per layer); the attacked points X̃ˢ are recomputed at every step and treated as constants
+  in ∇_w (no gradient through the attack); w gets the gradient of f_{m⊙w}, i.e. pruned entries get none
+  and only the weight decay β m⊙w of line 5 (which acts on kept entries).  The algorithm returns the last
+  mask; :func:`awt_search` by default returns the visited mask with the lowest (3.13) value at θ₀
+  (``select="best"``), the quantity the mask is meant to minimise, and ``select="last"`` gives Algorithm 2's.
+- Algorithm 2 moves the mask only through |w|.  For a linear model (the toy of §3.2.3) the Jacobian does not
+  depend on w, so ∇_w of the kernel distance is 0 and the kernel distance never steers the mask: on the toy
+  it misses the signal coordinate.  :func:`awt_search`'s default ``method="relaxed"`` optimises a continuous
+  relaxation of the mask itself (exact gradient, budget constraint, rounding to the top-k) and finds it.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import adversarial as _adv
+from . import losses as _losses
+from ._backend import default_namespace, device_of, namespace, to_numpy
+from ._compat import erf
+from ._validation import InvalidParameterError, check_array, check_int, check_labels, check_option, check_real
+
+__all__ = [
+    "AWTSearchResult",
+    "AWTValue",
+    "LinearModel",
+    "adversarial_linear_direction",
+    "apply_mask",
+    "awt_distances",
+    "awt_gradient",
+    "awt_objective",
+    "awt_search",
+    "direction_angle",
+    "full_mask",
+    "gaussian_mixture",
+    "linear_awt_objective",
+    "linear_gmm_accuracy",
+    "linear_gmm_adversarial_accuracy",
+    "magnitude_mask",
+    "mask_density",
+    "masked_adversarial_training",
+    "masked_apply",
+    "masked_empirical_ntk",
+    "masked_jacobian",
+    "masked_vjp",
+    "normal_cdf",
+    "random_mask",
+    "svm_direction",
+]
+
+NORMS = ("linf", "l2")
+
+
+# ==================================================================================================
+# the linear model of §3.2.3
+# ==================================================================================================
+class LinearModel:
+    r"""The linear score f_θ(x) = θ·x of seed 003 §3.2.3 (no bias), with the net interface of this module.
+
+    ``params = [(W, None)]`` with ``W`` of shape (d, 1) holding θ, so masks, the AWT objective and the
+    search treat it like a one-layer net: h₀ = x, δ₀ = 1, c₀ = 1, J(x) = x, Θ(x, x′) = x·x′.
+    """
+
+    depth = 0
+
+    def __init__(self, d_in):
+        self.d_in = check_int(d_in, "d_in", caller="LinearModel", low=1)
+        self.W_std = (1.0,)
+        self.b_std = (0.0,)
+        self.fan_in = (self.d_in,)
+        self.fan_out = (1,)
+        self.layer_scales = (1.0,)  # z = h W (no 1/√fan_in): f = θ·x exactly
+
+    def __repr__(self):
+        return f"LinearModel(d_in={self.d_in})"
+
+    @property
+    def n_params(self):
+        return self.d_in
+
+    def init(self, seed, *, xp=None, dtype=None):
+        """θ ~ N(0, I_d) from ``numpy.random.default_rng(seed)``, as ``[(θ[:, None], None)]``."""
+        rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+        xp = default_namespace() if xp is None else xp
+        return [(xp.asarray(rng.standard_normal((self.d_in, 1)), dtype=xp.float64 if dtype is None else dtype), None)]
+
+    @staticmethod
+    def from_direction(theta):
+        """``[(θ[:, None], None)]`` for a 1-D array θ."""
+        xp = namespace(theta)
+        theta = check_array(theta, "theta", caller="LinearModel.from_direction", ndim=1, xp=xp)
+        return [(xp.reshape(theta, (-1, 1)), None)]
+
+    def _check(self, params, x, name="x"):
+        if len(params) != 1 or params[0][1] is not None:
+            raise InvalidParameterError("LinearModel params must be [(W, None)] with W of shape (d, 1).")
+        W = params[0][0]
+        xp = namespace(W, x)
+        if tuple(W.shape) != (self.d_in, 1):
+            raise InvalidParameterError(f"LinearModel params[0] weight has shape {tuple(W.shape)}; expected {(self.d_in, 1)}.")
+        x = check_array(x, name, caller="LinearModel", ndim=2, xp=xp, dtype=W.dtype)
+        if x.shape[1] != self.d_in:
+            raise InvalidParameterError(f"{name} has {x.shape[1]} features; the model expects d_in = {self.d_in}.")
+        return xp, x
+
+    def apply(self, params, x):
+        xp, x = self._check(params, x)
+        return (x @ params[0][0])[:, 0]
+
+    def features(self, params, x):
+        xp, x = self._check(params, x)
+        return [x], [xp.ones((x.shape[0], 1), dtype=x.dtype, device=device_of(x))], xp
+
+    def jacobian(self, params, x):
+        xp, x = self._check(params, x)
+        return x
+
+    def vjp(self, params, x, cotangent):
+        xp, x = self._check(params, x)
+        c = check_array(cotangent, "cotangent", caller="LinearModel.vjp", ndim=1, xp=xp, shape=(x.shape[0],))
+        return [(xp.matrix_transpose(x) @ xp.reshape(c, (-1, 1)), None)]
+
+    def empirical_ntk(self, params, x1, x2=None):
+        xp, x1 = self._check(params, x1, "x1")
+        if x2 is None:
+            return x1 @ xp.matrix_transpose(x1)
+        _, x2 = self._check(params, x2, "x2")
+        return x1 @ xp.matrix_transpose(x2)
+
+    def input_gradient(self, params, x):
+        xp, x = self._check(params, x)
+        return xp.zeros_like(x) + xp.reshape(params[0][0], (1, -1))
+
+
+# ==================================================================================================
+# masks
+# ==================================================================================================
+def _layer_scale(net, ell):
+    """c_ℓ with ∂f/∂W_ℓ = c_ℓ h_ℓᵀ δ_ℓ: W_std,ℓ/√fan_in_ℓ for FullyConnected, 1 for LinearModel."""
+    scales = getattr(net, "layer_scales", None)
+    if scales is not None:
+        return scales[ell]
+    return net.W_std[ell] / math.sqrt(net.fan_in[ell])
+
+
+def _weights(params):
+    return [W for W, _ in params]
+
+
+def _check_mask(params, mask, caller):
+    if mask is None:
+        raise InvalidParameterError(f"The 'mask' parameter of {caller} must be a list of 0/1 arrays. Got None.")
+    if len(mask) != len(params):
+        raise InvalidParameterError(
+            f"The 'mask' parameter of {caller} must have one array per layer ({len(params)}). Got {len(mask)}.")
+    out = []
+    for ell, (M, (W, _)) in enumerate(zip(mask, params)):
+        xp = namespace(W)
+        M = check_array(M, f"mask[{ell}]", caller=caller, xp=xp, dtype=W.dtype)
+        if tuple(M.shape) != tuple(W.shape):
+            raise InvalidParameterError(
+                f"The 'mask[{ell}]' parameter of {caller} must have the weight's shape {tuple(W.shape)}; "
+                f"got {tuple(M.shape)}.")
+        if not bool(xp.all((M == 0) | (M == 1))):
+            raise InvalidParameterError(f"The 'mask[{ell}]' parameter of {caller} must contain only 0 and 1.")
+        out.append(M)
+    return out
+
+
+def full_mask(params):
+    """The all-ones mask (the dense network)."""
+    return [namespace(W).ones_like(W) for W, _ in params]
+
+
+def apply_mask(params, mask):
+    """Masked parameters m ⊙ w: every weight times its 0/1 mask, biases unchanged."""
+    mask = _check_mask(params, mask, "apply_mask")
+    return [(W * M, b) for (W, b), M in zip(params, mask)]
+
+
+def mask_density(mask):
+    """Fraction of kept weights Σ m / #weights (a Python float)."""
+    kept = sum(float(namespace(M).sum(M)) for M in mask)
+    total = sum(math.prod(M.shape) for M in mask)
+    return kept / total
+
+
+def _n_keep(n, density, caller):
+    density = check_real(density, "density", caller=caller, low=0.0, high=1.0, closed="right")
+    return max(1, int(math.floor(density * n + 1e-9)))
+
+
+def _topk_masks(scores_np, shapes, density, scope, caller, like, tiebreak=None):
+    """0/1 masks keeping the top-k scores (ties: larger ``tiebreak`` score, then the lower flat index)."""
+    scope = check_option(scope, "scope", ("global", "layer"), caller=caller)
+    xp = namespace(like)
+    if tiebreak is None:
+        tiebreak = [np.zeros(s.shape) for s in scores_np]
+
+    def keep_top(primary, secondary):
+        k = _n_keep(primary.size, density, caller)
+        order = np.lexsort((-secondary, -primary))  # stable: equal keys keep index order
+        keep = np.zeros(primary.size)
+        keep[order[:k]] = 1.0
+        return keep
+
+    out_np = []
+    if scope == "global":
+        keep = keep_top(np.concatenate([s.ravel() for s in scores_np]), np.concatenate([t.ravel() for t in tiebreak]))
+        start = 0
+        for shp in shapes:
+            size = math.prod(shp)
+            out_np.append(keep[start:start + size].reshape(shp))
+            start += size
+    else:
+        for s, t, shp in zip(scores_np, tiebreak, shapes):
+            out_np.append(keep_top(s.ravel(), t.ravel()).reshape(shp))
+    return [xp.asarray(m, dtype=like.dtype, device=device_of(like)) for m in out_np]
+
+
+def magnitude_mask(params, density, *, scope="global"):
+    r"""Keep the ⌊density·P⌋ weights of largest |w| (at least one): Algorithm 2's "mask based on magnitudes".
+
+    ``scope="global"`` ranks all weights together; ``"layer"`` keeps ⌊density·P_ℓ⌋ in every layer.  Ties are
+    broken by the lower flat index (row-major, layer order).  The top-k selection runs on the host (a sort of
+    P scores, chosen there for a reproducible tie rule); the mask is returned in the weights' namespace.
+    """
+    Ws = _weights(params)
+    scores = [np.abs(to_numpy(W)) for W in Ws]
+    return _topk_masks(scores, [tuple(W.shape) for W in Ws], density, scope, "magnitude_mask", Ws[0])
+
+
+def random_mask(params, density, seed, *, scope="global"):
+    """A uniformly random mask with exactly ⌊density·P⌋ kept weights (per layer with ``scope="layer"``).
+
+    Drawn from ``numpy.random.default_rng(seed)`` (a random permutation of the weights), reproducible.
+    """
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    Ws = _weights(params)
+    scores = [rng.random(tuple(W.shape)) for W in Ws]
+    return _topk_masks(scores, [tuple(W.shape) for W in Ws], density, scope, "random_mask", Ws[0])
+
+
+def masked_apply(net, params, mask, x):
+    """Outputs of the sparse network f_{m⊙w}(x), shape (n,) (seed 003 §3.2.2)."""
+    return net.apply(apply_mask(params, mask), x)
+
+
+def masked_vjp(net, params, mask, x, cotangent):
+    r"""Σᵢ cᵢ ∇_w f_{m⊙w}(xᵢ) = m ⊙ Σᵢ cᵢ ∇f(m⊙w; xᵢ), params-shaped (biases unmasked)."""
+    mask = _check_mask(params, mask, "masked_vjp")
+    grads = net.vjp(apply_mask(params, mask), x, cotangent)
+    return [(dW * M, db) for (dW, db), M in zip(grads, mask)]
+
+
+def _flat_mask(net, params, mask):
+    """The mask over the Jacobian's columns (W₀ row-major, b₀, W₁, …), biases 1."""
+    xp = namespace(params[0][0])
+    parts = []
+    for (W, b), M in zip(params, mask):
+        parts.append(xp.reshape(M, (-1,)))
+        if b is not None:
+            parts.append(xp.ones_like(b))
+    return xp.concat(parts)
+
+
+def masked_jacobian(net, params, mask, x):
+    r"""J_M(x) = ∇_w f_{m⊙w}(x) = J(m⊙w; x) with pruned columns set to 0, shape (n, P)."""
+    mask = _check_mask(params, mask, "masked_jacobian")
+    J = net.jacobian(apply_mask(params, mask), x)
+    return J * _flat_mask(net, params, mask)[None, :]
+
+
+def masked_empirical_ntk(net, params, mask, x1, x2=None, *, method="auto"):
+    r"""Tangent kernel of the sparse net Θ^s(x, x′) = J_M(x) J_M(x′)ᵀ, shape (n1, n2).
+
+    Computed layer by layer: with h_ℓ, δ_ℓ the activations and backprop signals of the masked net and
+    c_ℓ = W_std,ℓ/√fan_in_ℓ (1 for :class:`LinearModel`),
+
+    .. math::  Θ^s(x_a, x'_b) = \sum_ℓ c_ℓ^2 \sum_{ij} M_{ℓ,ij}\, h_{ℓ,i}(x_a) h_{ℓ,i}(x'_b)\,
+               δ_{ℓ,j}(x_a) δ_{ℓ,j}(x'_b) \;+\; \sum_{ℓ:\,\text{bias}} b_{std,ℓ}^2 ⟨δ_ℓ(x_a), δ_ℓ(x'_b)⟩.
+
+    ``method="factored"`` contracts j first (memory n1·fan_in·max(fan_out, n2), no Jacobian);
+    ``"jacobian"`` forms the masked per-layer Jacobian blocks c_ℓ (h_ℓ ⊗ δ_ℓ) ⊙ M_ℓ (memory
+    (n1 + n2)·fan_in·fan_out) and multiplies them; ``"auto"`` picks the smaller memory per layer.
+    ``x2`` given: the mixed tangent kernel Θ^s(X, X̃) of (3.11)/(3.13) (not symmetric).  Exact up to
+    rounding (tested against the explicit J_M J_Mᵀ of :func:`masked_jacobian` to 1e-12 relative).
+    """
+    method = check_option(method, "method", ("auto", "factored", "jacobian"), caller="masked_empirical_ntk")
+    mask = _check_mask(params, mask, "masked_empirical_ntk")
+    return _masked_ntk(net, params, mask, x1, x2, method)
+
+
+def _masked_ntk(net, params, mask, x1, x2=None, method="auto"):
+    """masked_empirical_ntk without checks; also for a continuous mask m ∈ [0, 1] (Σ m_k J_k J'_k at m⊙w)."""
+    p_eff = [(W * M, b) for (W, b), M in zip(params, mask)]
+    h1, d1, xp = net.features(p_eff, x1)
+    if x2 is None:
+        h2, d2 = h1, d1
+    else:
+        h2, d2, _ = net.features(p_eff, x2)
+    n1, n2 = h1[0].shape[0], h2[0].shape[0]
+    out = None
+    for ell, M in enumerate(mask):
+        c2 = _layer_scale(net, ell) ** 2
+        fi, fo = M.shape
+        how = method
+        if how == "auto":
+            how = "factored" if n1 * fi * max(fo, n2) <= (n1 + n2) * fi * fo else "jacobian"
+        if how == "factored":
+            # G[a, i, b] = Σ_j M_ij δ1[a, j] δ2[b, j]
+            G = (d1[ell][:, None, :] * M[None, :, :]) @ xp.matrix_transpose(d2[ell])
+            term = c2 * xp.sum(h1[ell][:, :, None] * G * xp.matrix_transpose(h2[ell])[None, :, :], axis=1)
+        else:
+            J1 = xp.reshape(h1[ell][:, :, None] * d1[ell][:, None, :] * M[None, :, :], (n1, fi * fo))
+            J2 = xp.reshape(h2[ell][:, :, None] * d2[ell][:, None, :], (n2, fi * fo))
+            term = c2 * (J1 @ xp.matrix_transpose(J2))
+        if params[ell][1] is not None:
+            term = term + net.b_std[ell] ** 2 * (d1[ell] @ xp.matrix_transpose(d2[ell]))
+        out = term if out is None else out + term
+    if x2 is None:
+        out = (out + xp.matrix_transpose(out)) / 2
+    return out
+
+
+# ==================================================================================================
+# second derivatives (for ∇_w of the kernel distance): a hand-written R-operator
+# ==================================================================================================
+def _hvp_per_sample(net, params, x, V):
+    r"""Σ_a H(x_a) V_a with H(x) = ∇²_w f(w; x) and one direction V_a per sample (params-shaped, leading axis n).
+
+    Forward-over-reverse (Pearlmutter's R-operator) written by hand for z_ℓ = c_ℓ h_ℓ W_ℓ + s_ℓ b_ℓ,
+    h_{ℓ+1} = relu(z_ℓ): tangents ż_ℓ = c_ℓ(ḣ_ℓ W_ℓ + h_ℓ V_ℓ) + s_ℓ v_ℓ, ḣ_{ℓ+1} = 𝟙(z_ℓ > 0) ż_ℓ, and
+    δ̇_ℓ = c_{ℓ+1}(δ̇_{ℓ+1} W_{ℓ+1}ᵀ + δ_{ℓ+1} V_{ℓ+1}ᵀ) ⊙ 𝟙(z_ℓ > 0), δ̇_L = 0; the derivative of the gradient
+    is c_ℓ(ḣ_ℓᵀ δ_ℓ + h_ℓᵀ δ̇_ℓ) for W_ℓ and s_ℓ δ̇_ℓ for b_ℓ (summed over samples).  ReLU's second derivative
+    is 0 away from kinks, so this is the exact Hessian wherever no pre-activation is 0.
+    """
+    hs, deltas, xp = net.features(params, x)
+    L = net.depth
+    c = [_layer_scale(net, ell) for ell in range(L + 1)]
+    act = [xp.astype(hs[ell + 1] > 0, hs[0].dtype) for ell in range(L)]
+
+    def bmm(a, B):  # row a[i] times matrix B[i]
+        return (a[:, None, :] @ B)[:, 0, :]
+
+    hdot = [xp.zeros_like(hs[0])]
+    for ell in range(L):
+        W, b = params[ell]
+        VW, Vb = V[ell]
+        zdot = c[ell] * (hdot[ell] @ W + bmm(hs[ell], VW))
+        if b is not None:
+            zdot = zdot + net.b_std[ell] * Vb
+        hdot.append(zdot * act[ell])
+    ddot = [None] * (L + 1)
+    ddot[L] = xp.zeros_like(deltas[L])
+    for ell in range(L, 0, -1):
+        W = params[ell][0]
+        VW = V[ell][0]
+        back = c[ell] * (ddot[ell] @ xp.matrix_transpose(W) + bmm(deltas[ell], xp.matrix_transpose(VW)))
+        ddot[ell - 1] = back * act[ell - 1]
+    out = []
+    for ell in range(L + 1):
+        dW = c[ell] * (xp.matrix_transpose(hdot[ell]) @ deltas[ell] + xp.matrix_transpose(hs[ell]) @ ddot[ell])
+        db = net.b_std[ell] * xp.sum(ddot[ell], axis=0) if params[ell][1] is not None else None
+        out.append((dW, db))
+    return out
+
+
+def _weighted_grads(net, params, mask, x, E):
+    r"""U_a = m ⊙ Σ_b E_ab ∇f(p; x_b) for every row a of E (params-shaped, leading axis n_a)."""
+    hs, deltas, xp = net.features(params, x)
+    out = []
+    for ell, M in enumerate(mask):
+        c = _layer_scale(net, ell)
+        fi, fo = M.shape
+        per_sample = xp.reshape(hs[ell][:, :, None] * deltas[ell][:, None, :], (hs[ell].shape[0], fi * fo))
+        UW = c * xp.reshape(E @ per_sample, (E.shape[0], fi, fo)) * M[None, :, :]
+        Ub = net.b_std[ell] * (E @ deltas[ell]) if params[ell][1] is not None else None
+        out.append((UW, Ub))
+    return out
+
+
+# ==================================================================================================
+# the AWT objective (3.13) / (3.20)
+# ==================================================================================================
+@dataclass
+class AWTValue:
+    """Value of the AWT objective (3.13): ``total = target + kernel`` and the attacked points used."""
+
+    total: float
+    target: float
+    kernel: float
+    x_adv: object = None
+    x_adv_sparse: object = None
+
+
+def _squared_loss_input_grad(net, params):
+    """(x̃, y) ↦ ∇ₓ ½(f(x̃) − y)² = (f(x̃) − y)∇ₓf(x̃), per row (the attack loss of Ch. 3, (3.9))."""
+
+    def grad(x_adv, y):
+        z = net.apply(params, x_adv)
+        xp = namespace(z)
+        return xp.reshape(z - y, (-1, 1)) * _adv.input_gradient(net, params, x_adv)
+
+    return grad
+
+
+def _attack_fn(attack, eps, norm, steps, step_size, domain, caller):
+    """A callable (net, params, x, y) -> x̃ for the AWT objective; ε = 0 gives x (NTT)."""
+    eps = check_real(eps, "eps", caller=caller, low=0.0)
+    norm = check_option(norm, "norm", NORMS, caller=caller)
+    if callable(attack):
+        return lambda net, params, x, y: (x if eps == 0 else attack(net, params, x, y))
+    attack = check_option(attack, "attack", ("pgd", "fgsm"), caller=caller)
+    steps = check_int(steps, "attack_steps", caller=caller, low=1)
+    if step_size is None:
+        step_size = 2.5 * eps / steps if eps > 0 else 1.0  # the seed's 2.5ε/k (§3.4)
+    step_size = check_real(step_size, "step_size", caller=caller, low=0.0, closed="neither")
+
+    def run(net, params, x, y):
+        if eps == 0:
+            return x
+        g = _squared_loss_input_grad(net, params)
+        if attack == "fgsm":
+            return _adv.fgsm(g, x, y, eps=eps, norm=norm, domain=domain)
+        return _adv.pgd(g, x, y, eps=eps, step_size=step_size, steps=steps, norm=norm, domain=domain)
+
+    return run
+
+
+def _data(net, params, x, y, caller):
+    xp = namespace(params[0][0], x)
+    x = check_array(x, "x", caller=caller, ndim=2, xp=xp, dtype=params[0][0].dtype)
+    y = check_array(y, "y", caller=caller, ndim=1, xp=xp, shape=(x.shape[0],), dtype=x.dtype)
+    if x.shape[0] == 0:
+        raise InvalidParameterError(f"The 'x' parameter of {caller} must have at least one row.")
+    return xp, x, y
+
+
+def awt_distances(net, params0, mask, x, x_adv, x_adv_sparse, *, gamma=1.0, student=None):
+    r"""The two terms of (3.13) at given attacked points: (total, target distance, kernel distance).
+
+    .. math::  \text{target} = \frac1N\|f_{θ_0}(\tilde X_0) - f_{m⊙w}(\tilde X^s)\|^2,\qquad
+               \text{kernel} = \frac{γ^2}{N^2}\|Θ_0(X, \tilde X_0) - Θ^s(X, \tilde X^s)\|_F^2,
+
+    N = number of rows of ``x``; w = ``student`` (default θ₀ = ``params0``, i.e. (3.13) itself).
+    Returns an :class:`AWTValue` (floats).  Exact up to rounding.
+    """
+    caller = "awt_distances"
+    gamma = check_real(gamma, "gamma", caller=caller, low=0.0)
+    student = params0 if student is None else student
+    mask = _check_mask(student, mask, caller)
+    xp = namespace(params0[0][0], x)
+    x = check_array(x, "x", caller=caller, ndim=2, xp=xp, dtype=params0[0][0].dtype)
+    n = x.shape[0]
+    x_adv = check_array(x_adv, "x_adv", caller=caller, xp=xp, shape=tuple(x.shape), dtype=x.dtype)
+    x_adv_sparse = check_array(x_adv_sparse, "x_adv_sparse", caller=caller, xp=xp, shape=tuple(x.shape), dtype=x.dtype)
+    target = _target_distance(net, params0, student, mask, x_adv, x_adv_sparse, xp)
+    E = _kernel_residual(net, params0, student, mask, x, x_adv, x_adv_sparse, xp)
+    tgt = float(xp.sum(target ** 2)) / n
+    ker = gamma ** 2 * float(xp.sum(E ** 2)) / n ** 2
+    return AWTValue(total=tgt + ker, target=tgt, kernel=ker, x_adv=x_adv, x_adv_sparse=x_adv_sparse)
+
+
+def _target_distance(net, params0, student, mask, x_adv, x_adv_sparse, xp):
+    """f^s(X̃ˢ) − f₀(X̃₀) (the residual of the target distance)."""
+    return masked_apply(net, student, mask, x_adv_sparse) - net.apply(params0, x_adv)
+
+
+def _kernel_residual(net, params0, student, mask, x, x_adv, x_adv_sparse, xp):
+    """E = Θ₀(X, X̃₀) − Θ^s(X, X̃ˢ)."""
+    return net.empirical_ntk(params0, x, x_adv) - masked_empirical_ntk(net, student, mask, x, x_adv_sparse)
+
+
+def awt_objective(net, params0, mask, x, y, *, eps=0.0, gamma=1.0, norm="l2", attack="pgd", attack_steps=10,
+                  step_size=None, domain=None, student=None):
+    r"""The AWT objective (seed 003 (3.13) = (3.20)) of ``mask``, attacks included.
+
+    .. math::  \mathcal L_{awt} = \frac1N\|f_{θ_0}(\tilde X_0) - f_{m⊙w}(\tilde X^s)\|^2
+               + \frac{γ^2}{N^2}\|Θ_0(X, \tilde X_0) - Θ^s(X, \tilde X^s)\|_F^2
+
+    X̃₀ = attack on the dense net at θ₀; X̃ˢ = the same attack on the sparse net f_{m⊙w}; both ascend the
+    squared loss ½(f(x̃) − y)² of Ch. 3.  w = ``student`` (default θ₀: (3.13) as printed; Algorithm 2
+    evaluates it at its student).  ε = 0 gives X̃ = X and the Neural Tangent Transfer loss
+    (1/N)‖f₀(X) − f^s(X)‖² + (γ²/N²)‖Θ₀(X, X) − Θ^s(X, X)‖²_F.
+
+    Parameters
+    ----------
+    net : FullyConnected or LinearModel
+    params0 : the dense initialisation θ₀.
+    mask : list of 0/1 arrays shaped like the weights.
+    x : (N, d); y : (N,) real targets (labels ±1 for classification).
+    eps : float ≥ 0, attack radius.  gamma : float ≥ 0, the kernel-distance weight γ (enters as γ²).
+    norm : "l2" | "linf".  attack : "pgd" (from x, ``attack_steps`` steps of ``step_size``, default 2.5ε/k,
+        projected) | "fgsm" | callable (net, params, x, y) -> x̃ (params are the effective, masked ones).
+    domain : (lo, hi) input box or None.  student : params like θ₀ (default θ₀).
+
+    Returns
+    -------
+    AWTValue
+        ``total``, ``target``, ``kernel`` (floats) and the attacked points ``x_adv``, ``x_adv_sparse``.
+        With ``mask`` all ones, ``student`` = θ₀ and a deterministic attack the value is exactly 0.
+    """
+    caller = "awt_objective"
+    xp, x, y = _data(net, params0, x, y, caller)
+    run = _attack_fn(attack, eps, norm, attack_steps, step_size, domain, caller)
+    student = params0 if student is None else student
+    mask = _check_mask(student, mask, caller)
+    x_adv = run(net, params0, x, y)
+    x_adv_s = run(net, apply_mask(student, mask), x, y)
+    return awt_distances(net, params0, mask, x, x_adv, x_adv_s, gamma=gamma, student=student)
+
+
+def awt_gradient(net, params0, student, mask, x, x_adv, x_adv_sparse, *, gamma=1.0):
+    r"""∇_w of (3.13) at the student w with the attacked points held fixed (Algorithm 2, line 4).
+
+    With p = m⊙w, r = f(p; X̃ˢ) − f₀(X̃₀), E = Θ₀(X, X̃₀) − Θ^s(X, X̃ˢ):
+
+    .. math::  ∇_w\,\text{target} = \frac2N\, m ⊙ J(p; \tilde X^s)^\top r,\qquad
+               ∇_w\,\text{kernel} = -\frac{2γ^2}{N^2}\, m ⊙ \Big(\sum_a H(p; x_a) U_a + \sum_b H(p; \tilde x^s_b) \tilde U_b\Big),
+
+    U_a = m ⊙ Σ_b E_ab ∇f(p; x̃ˢ_b), Ũ_b = m ⊙ Σ_a E_ab ∇f(p; x_a), H the parameter Hessian of f (a hand-written
+    R-operator; zero for :class:`LinearModel`).  Exact (tested against central finite differences) wherever
+    no ReLU pre-activation is 0.  Returns a params-shaped list; pruned weights get 0.
+    """
+    caller = "awt_gradient"
+    gamma = check_real(gamma, "gamma", caller=caller, low=0.0)
+    mask = _check_mask(student, mask, caller)
+    xp = namespace(params0[0][0], x)
+    x = check_array(x, "x", caller=caller, ndim=2, xp=xp, dtype=params0[0][0].dtype)
+    n = x.shape[0]
+    p_eff = apply_mask(student, mask)
+    r = _target_distance(net, params0, student, mask, x_adv, x_adv_sparse, xp)
+    g_target = net.vjp(p_eff, x_adv_sparse, (2.0 / n) * r)
+    grads = [[dW, db] for dW, db in g_target]
+    if gamma > 0 and net.depth > 0:  # a linear model's Jacobian does not depend on w: no kernel-term gradient
+        E = _kernel_residual(net, params0, student, mask, x, x_adv, x_adv_sparse, xp)
+        coef = -2.0 * gamma ** 2 / n ** 2
+        U = _weighted_grads(net, p_eff, mask, x_adv_sparse, E)                       # directions for H(x_a)
+        Ut = _weighted_grads(net, p_eff, mask, x, xp.matrix_transpose(E))           # directions for H(x̃_b)
+        h1 = _hvp_per_sample(net, p_eff, x, U)
+        h2 = _hvp_per_sample(net, p_eff, x_adv_sparse, Ut)
+        for ell in range(len(grads)):
+            grads[ell][0] = grads[ell][0] + coef * (h1[ell][0] + h2[ell][0])
+            if grads[ell][1] is not None:
+                grads[ell][1] = grads[ell][1] + coef * (h1[ell][1] + h2[ell][1])
+    return [(dW * M, db) for (dW, db), M in zip(grads, mask)]
+
+
+def linear_awt_objective(theta0, mask, x, y, *, eps, gamma=1.0, student=None):
+    r"""Closed form of (3.13) for f_θ(x) = θ·x with the exact ℓ2 attack on ½(θ·x − y)².
+
+    The attack maximises |θ·x̃ − y| over ‖x̃ − x‖₂ ≤ ε: x̃ = x + ε s θ/‖θ‖, s = sign(θ·x − y) (s = 0 if
+    θ·x = y, θ = 0 gives x̃ = x), so f(x̃) = θ·x + ε s‖θ‖.  With θ_s = m⊙w (w = ``student``, default θ₀),
+    D = diag(m):
+
+    .. math::  \text{target} = \frac1N \sum_i \big(θ_0·x_i + ε s_i‖θ_0‖ - θ_s·x_i - ε s^s_i‖θ_s‖\big)^2,
+
+    .. math::  Θ_0(X, \tilde X_0) = XX^\top + \frac{ε}{‖θ_0‖}(Xθ_0)s^\top,\quad
+               Θ^s(X, \tilde X^s) = XDX^\top + \frac{ε}{‖θ_s‖}(Xθ_s)(s^s)^\top,
+
+    kernel = γ²/N² ‖Θ₀ − Θ^s‖²_F.  ``theta0`` (d,), ``mask`` (d,) 0/1 or a one-layer list; returns an
+    :class:`AWTValue` without attacked points.
+    """
+    caller = "linear_awt_objective"
+    xp = namespace(theta0, x)
+    theta0 = check_array(theta0, "theta0", caller=caller, ndim=1, xp=xp)
+    d = theta0.shape[0]
+    x = check_array(x, "x", caller=caller, ndim=2, xp=xp, shape=(None, d), dtype=theta0.dtype)
+    y = check_array(y, "y", caller=caller, ndim=1, xp=xp, shape=(x.shape[0],), dtype=theta0.dtype)
+    eps = check_real(eps, "eps", caller=caller, low=0.0)
+    gamma = check_real(gamma, "gamma", caller=caller, low=0.0)
+    if isinstance(mask, (list, tuple)):
+        mask = mask[0]
+    m = check_array(xp.reshape(xp.asarray(mask), (-1,)), "mask", caller=caller, xp=xp, shape=(d,), dtype=theta0.dtype)
+    w = theta0 if student is None else check_array(student, "student", caller=caller, ndim=1, xp=xp, shape=(d,))
+    theta_s = m * w
+    n = x.shape[0]
+
+    def attacked(theta):
+        z = x @ theta
+        nrm = float(xp.linalg.vector_norm(theta))
+        s = xp.sign(z - y)
+        return z + eps * s * nrm, s, (eps / nrm if nrm > 0 else 0.0)
+
+    f0, s0, c0 = attacked(theta0)
+    fs, ss, cs = attacked(theta_s)
+    K0 = x @ xp.matrix_transpose(x) + c0 * (x @ theta0)[:, None] * s0[None, :]
+    Ks = (x * m[None, :]) @ xp.matrix_transpose(x) + cs * (x @ theta_s)[:, None] * ss[None, :]
+    tgt = float(xp.sum((f0 - fs) ** 2)) / n
+    ker = gamma ** 2 * float(xp.sum((K0 - Ks) ** 2)) / n ** 2
+    return AWTValue(total=tgt + ker, target=tgt, kernel=ker)
+
+
+# ==================================================================================================
+# Algorithm 2 and phase two
+# ==================================================================================================
+@dataclass
+class AWTSearchResult:
+    """Output of :func:`awt_search`.
+
+    ``mask`` (the selected mask), ``last_mask`` (Algorithm 2's return value), ``student`` (final w),
+    ``objective`` (the (3.13) value of ``mask`` at θ₀), ``history`` (per step: total, target, kernel of the
+    student on its minibatch) and ``mask_history`` ((step, (3.13) value at θ₀) for every visited mask).
+    """
+
+    mask: list
+    last_mask: list
+    student: list
+    objective: AWTValue
+    history: list = field(default_factory=list)
+    mask_history: list = field(default_factory=list)
+
+
+def _relaxed_value(net, params0, m, x, x_adv, x_adv_s, gamma, xp):
+    """(3.13) at a continuous mask m: student m⊙θ₀, Θ^s = J diag(m) J̃ᵀ; returns ((total, target, kernel), r, E)."""
+    n = x.shape[0]
+    p_eff = [(W * M, b) for (W, b), M in zip(params0, m)]
+    r = net.apply(p_eff, x_adv_s) - net.apply(params0, x_adv)
+    E = net.empirical_ntk(params0, x, x_adv) - _masked_ntk(net, params0, m, x, x_adv_s)
+    target, kernel = float(xp.sum(r ** 2)) / n, gamma ** 2 * float(xp.sum(E ** 2)) / n ** 2
+    return (target + kernel, target, kernel), r, E
+
+
+def _relaxed_gradient(net, params0, m, x, x_adv, x_adv_s, gamma, xp):
+    r"""∂/∂m of (3.13) relaxed to m ∈ [0, 1]^P (weights only), attacked points held fixed.
+
+    Student p = m⊙θ₀, Θ^s(m) = Σ_k m_k J_k(p; X) J_k(p; X̃ˢ)ᵀ (linear in the explicit m; equal to J_M J_Mᵀ at
+    0/1 masks).  With r, E as in :func:`awt_gradient`:
+    ∂L/∂m = θ₀ ⊙ (2/N) J(p; X̃ˢ)ᵀr − (2γ²/N²)[Σ_ab E_ab J(p; x_a) ⊙ J(p; x̃ˢ_b)
+    + θ₀ ⊙ (Σ_a H(p; x_a)U_a + Σ_b H(p; x̃ˢ_b)Ũ_b)].
+    """
+    n = x.shape[0]
+    terms, r, E = _relaxed_value(net, params0, m, x, x_adv, x_adv_s, gamma, xp)
+    p_eff = [(W * M, b) for (W, b), M in zip(params0, m)]
+    g_t = net.vjp(p_eff, x_adv_s, (2.0 / n) * r)
+    grads = [dW * W0 for (dW, _), (W0, _) in zip(g_t, params0)]
+    if gamma > 0:
+        coef = -2.0 * gamma ** 2 / n ** 2
+        ones = [xp.ones_like(M) for M in m]
+        U1 = _weighted_grads(net, p_eff, ones, x_adv_s, E)  # Σ_b E_ab ∇f(p; x̃_b), unmasked
+        hs, deltas, _ = net.features(p_eff, x)
+        explicit = []
+        for ell in range(len(m)):
+            c = _layer_scale(net, ell)
+            explicit.append(c * xp.sum(hs[ell][:, :, None] * deltas[ell][:, None, :] * U1[ell][0], axis=0))
+        grads = [g + coef * e for g, e in zip(grads, explicit)]
+        if net.depth > 0:
+            U = [(UW * M[None, :, :], Ub) for (UW, Ub), M in zip(U1, m)]
+            Ut = _weighted_grads(net, p_eff, m, x, xp.matrix_transpose(E))
+            h1 = _hvp_per_sample(net, p_eff, x, U)
+            h2 = _hvp_per_sample(net, p_eff, x_adv_s, Ut)
+            grads = [g + coef * W0 * (a[0] + b[0]) for g, (W0, _), a, b in zip(grads, params0, h1, h2)]
+    return terms, grads
+
+
+def _project_capped_simplex(v, k):
+    """Euclidean projection of v onto {m ∈ [0, 1]^P : Σ m = k} (host side: bisection on the shift τ)."""
+    lo, hi = v.min() - 1.0, v.max()
+    for _ in range(100):
+        tau = 0.5 * (lo + hi)
+        if np.clip(v - tau, 0.0, 1.0).sum() > k:
+            lo = tau
+        else:
+            hi = tau
+    return np.clip(v - 0.5 * (lo + hi), 0.0, 1.0)
+
+
+def awt_search(net, params0, x, y, density, *, method="relaxed", eps=0.0, gamma=1.0, norm="l2", attack="pgd",
+               attack_steps=10, step_size=None, domain=None, lr=None, steps=100, mask_every=10, weight_decay=0.0,
+               batch_size=None, scope="global", select="best", seed=0):
+    r"""Search a mask of the given density minimising the AWT objective (3.13) (seed 003 Algorithm 2).
+
+    Two searches (``method``):
+
+    - ``"algorithm2"`` — the seed's Algorithm 2: w₀ = θ₀, m = magnitude mask of θ₀; for t = 1..``steps``:
+      minibatch S (all points if ``batch_size`` is None), attack the student f_{m⊙w} on S, exact gradient of
+      (3.13) at the student (:func:`awt_gradient`, attacked points fixed; dense side from θ₀),
+      w ← w − lr·∇_w L_awt − β m⊙w (β = ``weight_decay``), and every ``mask_every`` steps m ← top-k |w|.
+      (Plain gradient descent, default lr 1e-2; the seed used Adam, lr 5e-4, batch 64, γ = 1e-3.)  The
+      mask moves only through |w|: for a linear model ∇_w of the kernel distance is 0, so the kernel
+      distance never steers the mask (the Table 3.1 validation shows the consequence).
+    - ``"relaxed"`` (default) — a documented surrogate that optimises the mask itself: relax m to
+      [0, 1]^P with Σ m = k = ⌊density·P⌋ (global scope), student m⊙θ₀ and Θ^s = J diag(m) J̃ᵀ (equal to (3.13)
+      at 0/1 masks), start from the magnitude mask of θ₀, take projected normalised gradient steps
+      m ← Π(m − lr·g/max|g|) (default lr 0.1, exact hand-written gradient, :func:`_relaxed_gradient`,
+      projection onto the capped simplex) and every ``mask_every`` steps round to the top-k of m (ties by
+      |θ₀|).
+
+    Every rounded mask (and the magnitude mask of θ₀) is scored by (3.13) at θ₀ on all points;
+    ``select="best"`` returns the lowest-scoring one, ``"last"`` the last rounded mask (Algorithm 2's
+    return value).  Deterministic given ``seed`` (minibatches).  Returns an :class:`AWTSearchResult`.
+    """
+    caller = "awt_search"
+    method = check_option(method, "method", ("relaxed", "algorithm2"), caller=caller)
+    xp, x, y = _data(net, params0, x, y, caller)
+    run = _attack_fn(attack, eps, norm, attack_steps, step_size, domain, caller)
+    gamma = check_real(gamma, "gamma", caller=caller, low=0.0)
+    lr = (0.1 if method == "relaxed" else 1e-2) if lr is None else lr
+    lr = check_real(lr, "lr", caller=caller, low=0.0, closed="neither")
+    steps = check_int(steps, "steps", caller=caller, low=0)
+    mask_every = check_int(mask_every, "mask_every", caller=caller, low=1)
+    beta = check_real(weight_decay, "weight_decay", caller=caller, low=0.0)
+    select = check_option(select, "select", ("best", "last"), caller=caller)
+    scope = check_option(scope, "scope", ("global", "layer"), caller=caller)
+    if method == "relaxed" and scope != "global":
+        raise InvalidParameterError("awt_search: method='relaxed' supports scope='global' only.")
+    n = x.shape[0]
+    if batch_size is not None:
+        batch_size = check_int(batch_size, "batch_size", caller=caller, low=1, high=n)
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+
+    x_adv0 = run(net, params0, x, y)
+
+    def score(mask):
+        x_adv_s = run(net, apply_mask(params0, mask), x, y)
+        return awt_distances(net, params0, mask, x, x_adv0, x_adv_s, gamma=gamma)
+
+    def batch():
+        if batch_size is None:
+            return x, y, x_adv0
+        idx = xp.asarray(np.sort(rng.choice(n, size=batch_size, replace=False)), device=device_of(x))
+        return xp.take(x, idx, axis=0), xp.take(y, idx, axis=0), xp.take(x_adv0, idx, axis=0)
+
+    mask = magnitude_mask(params0, density, scope=scope)
+    best_mask, best_val = mask, score(mask)
+    mask_history = [(0, best_val.total)]
+    history = []
+    w = [(W, b) for W, b in params0]
+    shapes = [tuple(W.shape) for W, _ in params0]
+    abs0 = [np.abs(to_numpy(W)) for W, _ in params0]
+    if method == "relaxed":
+        sizes = [math.prod(sh) for sh in shapes]
+        k = _n_keep(sum(sizes), density, caller)
+        m_np = np.concatenate([to_numpy(M).ravel() for M in mask]).astype(float)  # start at the magnitude mask
+
+        def split(v):
+            out, start = [], 0
+            for sh, sz in zip(shapes, sizes):
+                out.append(xp.asarray(v[start:start + sz].reshape(sh), dtype=params0[0][0].dtype, device=device_of(x)))
+                start += sz
+            return out
+
+    for t in range(1, steps + 1):
+        xs, ys, xa0 = batch()
+        if method == "algorithm2":
+            xas = run(net, apply_mask(w, mask), xs, ys)
+            val = awt_distances(net, params0, mask, xs, xa0, xas, gamma=gamma, student=w)
+            history.append((val.total, val.target, val.kernel))
+            g = awt_gradient(net, params0, w, mask, xs, xa0, xas, gamma=gamma)
+            w = [(W - lr * dW - beta * M * W, (b - lr * db) if b is not None else None)
+                 for (W, b), (dW, db), M in zip(w, g, mask)]
+        else:
+            m = split(m_np)
+            xas = run(net, [(W * M, b) for (W, b), M in zip(params0, m)], xs, ys)
+            terms, g = _relaxed_gradient(net, params0, m, xs, xa0, xas, gamma, xp)
+            history.append(terms)
+            g_np = np.concatenate([to_numpy(gi).ravel() for gi in g])
+            gmax = np.abs(g_np).max()
+            if gmax > 0:
+                m_np = _project_capped_simplex(m_np - lr * g_np / gmax, k)
+        if t % mask_every == 0:
+            if method == "algorithm2":
+                mask = magnitude_mask(w, density, scope=scope)
+            else:
+                start, scores = 0, []
+                for sh, sz in zip(shapes, sizes):
+                    scores.append(m_np[start:start + sz].reshape(sh))
+                    start += sz
+                mask = _topk_masks(scores, shapes, density, "global", caller, params0[0][0], tiebreak=abs0)
+            val0 = score(mask)
+            mask_history.append((t, val0.total))
+            if val0.total < best_val.total:
+                best_mask, best_val = mask, val0
+    chosen = best_mask if select == "best" else mask
+    chosen_val = best_val if select == "best" else score(mask)
+    return AWTSearchResult(mask=chosen, last_mask=mask, student=w, objective=chosen_val, history=history,
+                           mask_history=mask_history)
+
+
+def masked_adversarial_training(net, params0, mask, x, y, loss="squared", *, eps, lr, steps, norm="l2",
+                                attack_steps=10, step_size=None, domain=None, record_every=0):
+    r"""Phase two: adversarial training of f_{m⊙θ} from θ₀ (seed 003 (3.1), (3.3) with the mask).
+
+    θ_{t+1} = θ_t − (lr/N)·m ⊙ J(m⊙θ_t; X̃_t)ᵀ l′(f(X̃_t), Y), X̃_t = PGD (from x, ``attack_steps`` steps of
+    ``step_size``, default 2.5ε/k) on the training loss ``loss`` (an ``ntkref.losses`` name or object) at the
+    current sparse net; ``mask=None`` trains the dense net.  ε = 0 is natural training.  Returns the final
+    params (pruned weights keep their θ₀ values but never act, since only m⊙θ enters f) and, if
+    ``record_every`` > 0, a list of (step, mean training loss at X̃_t).
+    """
+    caller = "masked_adversarial_training"
+    xp, x, y = _data(net, params0, x, y, caller)
+    loss_obj = loss if hasattr(loss, "derivative") else _losses.get(loss)
+    eps = check_real(eps, "eps", caller=caller, low=0.0)
+    lr = check_real(lr, "lr", caller=caller, low=0.0, closed="neither")
+    steps = check_int(steps, "steps", caller=caller, low=0)
+    mask = full_mask(params0) if mask is None else _check_mask(params0, mask, caller)
+    n = x.shape[0]
+    if step_size is None:
+        step_size = 2.5 * eps / attack_steps if eps > 0 else 1.0
+    params = [(W, b) for W, b in params0]
+    record = []
+    for t in range(steps):
+        p_eff = apply_mask(params, mask)
+        if eps > 0:
+            g_in = _adv.loss_input_gradient(net, p_eff, loss_obj)
+            xa = _adv.pgd(g_in, x, y, eps=eps, step_size=step_size, steps=attack_steps, norm=norm, domain=domain)
+        else:
+            xa = x
+        z = net.apply(p_eff, xa)
+        if record_every and t % record_every == 0:
+            record.append((t, float(xp.mean(loss_obj.value(z, y)))))
+        grads = masked_vjp(net, params, mask, xa, loss_obj.derivative(z, y) / n)
+        params = [(W - lr * dW, (b - lr * db) if b is not None else None) for (W, b), (dW, db) in zip(params, grads)]
+    return (params, record) if record_every else params
+
+
+# ==================================================================================================
+# the Gaussian-mixture toy example (§3.2.3, (3.15), Table 3.1)
+# ==================================================================================================
+def normal_cdf(z):
+    """Φ(z) = ½(1 + erf(z/√2)) elementwise (absolute accuracy ~1e-16 in float64)."""
+    xp = namespace(z)
+    return 0.5 * (1.0 + erf(z / math.sqrt(2.0), xp))
+
+
+def gaussian_mixture(n, d=100, *, mu_norm=3.0, sigma=1.0, seed=None, xp=None, dtype=None):
+    r"""Sample the mixture ½N(μ, σ²I) + ½N(−μ, σ²I) of seed 003 §3.2.3 with μ = (‖μ‖, 0, …, 0).
+
+    y ~ uniform{−1, +1}, x = yμ + σ·ξ, ξ ~ N(0, I_d) (μ₊ = μ = −μ₋, so μ = ½(μ₊ − μ₋) as in (3.15)).
+    The seed's Table 3.1 uses n = 5000, d = 100, ‖μ‖ = 3, σ = 1.  Returns (x (n, d), y (n,), μ (d,)), drawn
+    with ``numpy.random.default_rng(seed)`` and moved to ``xp`` (default: the ``NTKREF_BACKEND`` namespace).
+    """
+    caller = "gaussian_mixture"
+    n = check_int(n, "n", caller=caller, low=1)
+    d = check_int(d, "d", caller=caller, low=1)
+    mu_norm = check_real(mu_norm, "mu_norm", caller=caller, low=0.0)
+    sigma = check_real(sigma, "sigma", caller=caller, low=0.0, closed="neither")
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    xp = default_namespace() if xp is None else xp
+    dtype = xp.float64 if dtype is None else dtype
+    y = np.where(rng.random(n) < 0.5, -1.0, 1.0)
+    mu = np.zeros(d)
+    mu[0] = mu_norm
+    x = y[:, None] * mu[None, :] + sigma * rng.standard_normal((n, d))
+    return xp.asarray(x, dtype=dtype), xp.asarray(y, dtype=dtype), xp.asarray(mu, dtype=dtype)
+
+
+def _theta_mu(theta, mu, caller):
+    xp = namespace(theta, mu)
+    theta = check_array(theta, "theta", caller=caller, ndim=(1, 2), xp=xp)
+    mu = check_array(mu, "mu", caller=caller, ndim=1, xp=xp, shape=(theta.shape[-1],), dtype=theta.dtype)
+    nrm = xp.linalg.vector_norm(theta, axis=-1)
+    if not bool(xp.all(nrm > 0)):
+        raise InvalidParameterError(f"The 'theta' parameter of {caller} must be nonzero (it defines sgn(θ·x)).")
+    return xp, theta, mu, nrm
+
+
+def linear_gmm_accuracy(theta, mu, sigma=1.0):
+    r"""Natural accuracy of sgn(θ·x) on ½N(μ, σ²I) + ½N(−μ, σ²I): Φ(θ·μ/(‖θ‖σ)) = Φ(‖μ‖cos γ/σ).
+
+    y θ·x ~ N(θ·μ, σ²‖θ‖²) for either class, hence the formula (the 1 − p_m of (3.15)).  ``theta`` (d,) or
+    (k, d) (one direction per row); returns a 0-d or (k,) array.  Exact up to erf's rounding (~1e-16).
+    """
+    xp, theta, mu, nrm = _theta_mu(theta, mu, "linear_gmm_accuracy")
+    sigma = check_real(sigma, "sigma", caller="linear_gmm_accuracy", low=0.0, closed="neither")
+    return normal_cdf((theta @ mu) / (nrm * sigma))
+
+
+def linear_gmm_adversarial_accuracy(theta, mu, sigma=1.0, eps=2.0, *, norm="l2", include_pm=True):
+    r"""Seed 003 (3.15): adversarial accuracy of sgn(θ·x) on the Gaussian mixture.
+
+    .. math::  p_{adv-acc} = p_m + Φ\Big(\frac{θ·μ}{‖θ‖_2σ} - \frac{ε\,‖θ‖_*}{‖θ‖_2σ}\Big),\qquad
+               p_m = Φ\Big(-\frac{θ·μ}{‖θ‖_2σ}\Big),
+
+    ‖θ‖_* the dual norm of the attack (ℓ2 attack: ‖θ‖₂, the seed's ε/σ; ℓ∞ attack: ‖θ‖₁, an extension).
+    The worst perturbation moves y θ·x by −ε‖θ‖_*, so a point is *robust* iff yθ·x > ε‖θ‖_*:
+    P = Φ(·) above.  p_adv (the probability that a correctly classified point has an adversarial example)
+    = (1 − p_m) − Φ(·), so 1 − p_adv = p_m + Φ(·): the seed's quantity counts misclassified points as
+    not attackable, and Table 3.1's "Robustness" row uses it (ε = 2, ℓ2; see the module notes).
+    ``include_pm=False`` gives the usual robust accuracy Φ(·) (correct and robust).
+    """
+    caller = "linear_gmm_adversarial_accuracy"
+    xp, theta, mu, nrm = _theta_mu(theta, mu, caller)
+    sigma = check_real(sigma, "sigma", caller=caller, low=0.0, closed="neither")
+    eps = check_real(eps, "eps", caller=caller, low=0.0)
+    norm = check_option(norm, "norm", NORMS, caller=caller)
+    a = (theta @ mu) / (nrm * sigma)
+    dual = nrm if norm == "l2" else xp.sum(xp.abs(theta), axis=-1)
+    robust = normal_cdf(a - eps * dual / (nrm * sigma))
+    return normal_cdf(-a) + robust if include_pm else robust
+
+
+def direction_angle(theta, mu):
+    r"""Angle γ ∈ [0, π] between θ and μ (rows of ``theta``), computed stably as 2·atan2(‖θ̂ − μ̂‖, ‖θ̂ + μ̂‖).
+
+    The stable form is accurate to ~1e-16 rad also near 0 and π, where arccos(cos γ) loses half the digits.
+    """
+    xp, theta, mu, nrm = _theta_mu(theta, mu, "direction_angle")
+    mnrm = xp.linalg.vector_norm(mu)
+    if not bool(mnrm > 0):
+        raise InvalidParameterError("The 'mu' parameter of direction_angle must be nonzero.")
+    th = theta / (nrm[..., None] if theta.ndim == 2 else nrm)
+    mh = mu / mnrm
+    return 2.0 * xp.atan2(xp.linalg.vector_norm(th - mh, axis=-1), xp.linalg.vector_norm(th + mh, axis=-1))
+
+
+def svm_direction(x, y, *, lam=None, C=1.0, mask=None):
+    r"""Direction θ = Xᵀα of the linear soft-margin SVM (hinge loss, no bias) on (x, y).
+
+    Solved exactly in the dual by :func:`ntkref.machines.fit` with the linear kernel K = XXᵀ and the *sum*
+    loss (seed 000 eq. (7)): λ = 1/C unless ``lam`` is given.  ``mask`` (d,) 0/1 restricts θ to a support
+    (features outside it are dropped).  Cost O(n²d) memory n² — meant for n ≲ 5000.
+    """
+    from . import machines
+
+    caller = "svm_direction"
+    xp = namespace(x)
+    x = check_array(x, "x", caller=caller, ndim=2, xp=xp)
+    y = check_labels(y, "y", caller=caller, xp=xp)
+    if y.shape[0] != x.shape[0]:
+        raise InvalidParameterError(f"The 'y' parameter of {caller} must have {x.shape[0]} entries.")
+    lam = 1.0 / check_real(C, "C", caller=caller, low=0.0, closed="neither") if lam is None else lam
+    xm = x if mask is None else x * xp.reshape(xp.asarray(mask, dtype=x.dtype), (1, -1))
+    K = xm @ xp.matrix_transpose(xm)
+    alpha = machines.fit(K, y, "hinge", lam)
+    return xp.matrix_transpose(xm) @ alpha
+
+
+def adversarial_linear_direction(x, y, eps, *, norm="l2", mask=None, tol=1e-10, max_iter=10_000):
+    r"""Adversarially trained linear direction: argmin_θ (1/N) Σᵢ ½(|θ·xᵢ − yᵢ| + ε‖θ‖_*)².
+
+    This is the exact adversarial-training objective (3.1) of f_θ(x) = θ·x with the squared loss ½(f − y)²
+    of Ch. 3: max over ‖r‖ ≤ ε of |θ·(x + r) − y| is |θ·x − y| + ε‖θ‖_* (‖·‖_* dual to the attack norm).
+    The objective is convex; it is minimised on the host by SciPy's L-BFGS-B (a reference solver, used because
+    the problem is a small smooth-almost-everywhere convex program) from the least-squares solution.
+    ``mask`` (d,) 0/1 restricts θ to a support (sparse adversarial training).  Returns θ (d,) in x's namespace.
+    """
+    from scipy.optimize import minimize  # host-side reference solver
+
+    caller = "adversarial_linear_direction"
+    xp = namespace(x)
+    x = check_array(x, "x", caller=caller, ndim=2, xp=xp)
+    y = check_array(y, "y", caller=caller, ndim=1, xp=xp, shape=(x.shape[0],), dtype=x.dtype)
+    eps = check_real(eps, "eps", caller=caller, low=0.0)
+    norm = check_option(norm, "norm", NORMS, caller=caller)
+    X, Y = to_numpy(x), to_numpy(y)
+    d = X.shape[1]
+    keep = np.arange(d) if mask is None else np.flatnonzero(np.asarray(to_numpy(xp.asarray(mask))).ravel() != 0)
+    Xs = X[:, keep]
+    n = X.shape[0]
+
+    def fun(t):
+        r = Xs @ t - Y
+        if norm == "l2":
+            nt = np.linalg.norm(t)
+            gn = t / nt if nt > 0 else np.zeros_like(t)
+        else:
+            nt = np.abs(t).sum()
+            gn = np.sign(t)
+        u = np.abs(r) + eps * nt
+        val = 0.5 * np.mean(u ** 2)
+        grad = (Xs.T @ (u * np.sign(r))) / n + eps * np.mean(u) * gn
+        return val, grad
+
+    t0 = np.linalg.lstsq(Xs, Y, rcond=None)[0]
+    res = minimize(fun, t0, jac=True, method="L-BFGS-B", options={"maxiter": max_iter, "gtol": tol, "ftol": 1e-15})
+    theta = np.zeros(d)
+    theta[keep] = res.x
+    return xp.asarray(theta, dtype=x.dtype, device=device_of(x))
