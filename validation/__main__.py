@@ -1,11 +1,18 @@
-"""`python -m validation`: the project's main job — seed 000's figures and tables reproduced on real MNIST.
+"""`python -m validation`: the project's main job — the seed papers' figures, tables and claims reproduced.
 
 Usage::
 
-    python -m validation                 # the full reproduction report (~20–30 min on 2 cores) → validation/out/
-    python -m validation --quick         # small sizes, < 3 min: checks the paper's qualitative claims (CI)
+    python -m validation                 # the full report (~20–30 min on 2 cores) → validation/out/
+    python -m validation --quick         # small sizes, a few minutes: checks the papers' qualitative claims (CI)
+    python -m validation --only seed002  # one seed (seed000, seed002, seed003) or single sections
     python -m validation --mnist DIR     # a full MNIST (train-/t10k- IDX files) instead of the embedded 0/1 digits
     python -m validation demo            # NTK values on adversarial inputs vs a 50-digit mpmath evaluation
+
+Seed 000 (Chen et al.): Tables 1–3 and Figures 1, A.1, B.2 on real MNIST digits.  Seed 002 (Wei et al.): the
+kernel-vs-regularised-net sample complexity on the distribution 𝒟 (Thm 2.1, App. F.3), margins vs width and the
+max-margin limit (F.2, F.4), the perturbed Wasserstein flow and regularised vs unregularised training (§3, F.1).
+Seed 003 (Shi): the NTK function-norm regulariser vs KRR (Ch. 2) and dense vs dynamics-preserving sparse vs random
+sparse adversarially trained nets with Table 3.1 (Ch. 3).
 
 The report (``report.md``, ``results.json``, PNG figures) puts each table next to the paper's numbers (SPEC §7)
 with a verdict per claim; the exit code is 1 if any checked claim fails.  The demo prints NTK values on inputs that
@@ -92,10 +99,14 @@ def demo(depth=3, seed=0):
 
 
 SECTIONS = ("table3", "figure1", "table2", "figureB2", "table1", "figureA1")
+# seeds 002 and 003: each module has run(log, plt, outdir, *, quick) -> Section and needs no MNIST task
+OTHER_SECTIONS = ("seed002_kernel_vs_net", "seed002_margins", "seed002_flow", "seed003_regularizer", "seed003_tickets")
+GROUPS = {"seed000": SECTIONS, "seed002": OTHER_SECTIONS[:3], "seed003": OTHER_SECTIONS[3:]}
 
 
 def reproduce(argv=None):
-    """Run the reproductions (in the order data → Table 3 → Figure 1 → Table 2 → Figure B.2 → Table 1 → Figure A.1)."""
+    """Run the reproductions: seed 000 (data → Table 3 → Figure 1 → Table 2 → Figure B.2 → Table 1 → Figure A.1),
+    then seed 002 (Appendix F, Theorem 2.1) and seed 003 (Chapters 2 and 3)."""
     import importlib
     import pathlib
 
@@ -105,22 +116,29 @@ def reproduce(argv=None):
 
     p = argparse.ArgumentParser(prog="python -m validation", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--quick", action="store_true", help="small sizes (< 3 min): CI's check of the qualitative claims")
+    p.add_argument("--quick", action="store_true", help="small sizes (a few minutes): CI's check of the qualitative claims")
     p.add_argument("--mnist", metavar="DIR", help="directory with a full MNIST (train-/t10k-images/labels IDX, raw or .gz)")
     p.add_argument("--out", metavar="DIR", default=str(pathlib.Path(__file__).resolve().parent / "out"),
                    help="output directory (default: validation/out)")
-    p.add_argument("--only", nargs="+", choices=SECTIONS, help="run only these sections")
+    p.add_argument("--only", nargs="+", choices=SECTIONS + OTHER_SECTIONS + tuple(GROUPS),
+                   help="run only these sections (or groups: seed000, seed002, seed003)")
     p.add_argument("--no-figures", action="store_true", help="skip the PNG figures (no matplotlib needed)")
     args = p.parse_args(argv)
     argv = list(argv) if argv is not None else sys.argv[1:]
     settings = Settings.quick() if args.quick else Settings.full()
     log = Log()
-    task = load_task(args.mnist, settings.n_train, settings.n_test)
-    log(f"{settings.name} reproduction of seed 000 on {task.source}: {task.n_train} train / {task.n_test} test")
+    only = None
+    if args.only is not None:
+        only = {name for item in args.only for name in GROUPS.get(item, (item,))}
+    wanted = [s for s in SECTIONS if (only is None or s in only) and (s != "figureA1" or settings.a1)]
+    wanted_other = [s for s in OTHER_SECTIONS if only is None or s in only]
+    task = None
+    if wanted:
+        task = load_task(args.mnist, settings.n_train, settings.n_test)
+        log(f"{settings.name} reproduction of seed 000 on {task.source}: {task.n_train} train / {task.n_test} test")
     plt = None if args.no_figures else figure()
     outdir = pathlib.Path(args.out)
     outdir.mkdir(parents=True, exist_ok=True)
-    wanted = [s for s in SECTIONS if (args.only is None or s in args.only) and (s != "figureA1" or settings.a1)]
     sections, extra = [], {}
     for key in wanted:
         mod = importlib.import_module(f"validation.{key}")
@@ -134,6 +152,13 @@ def reproduce(argv=None):
         sec = mod.run(task, settings, log, plt, outdir, **kw)
         if key == "table3":
             extra["table3"] = sec.extra
+        sections.append(sec)
+        verdicts = ", ".join("holds" if c.holds else "DIFFERS" for c in sec.claims)
+        log(f"{sec.title}: {sec.seconds:.0f} s; claims: {verdicts or '–'}")
+    for key in wanted_other:
+        mod = importlib.import_module(f"validation.{key}")
+        log(f"{key}: start")
+        sec = mod.run(log, plt, outdir, quick=args.quick)
         sections.append(sec)
         verdicts = ", ".join("holds" if c.holds else "DIFFERS" for c in sec.claims)
         log(f"{sec.title}: {sec.seconds:.0f} s; claims: {verdicts or '–'}")

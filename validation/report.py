@@ -86,14 +86,18 @@ def write(outdir, sections, *, settings, task, total_seconds, argv):
     import ntkref
 
     outdir.mkdir(parents=True, exist_ok=True)
-    md = [f"# Seed 000 (Chen et al., NeurIPS 2021) reproduced with ntkref {ntkref.__version__}", "",
-          f"- mode: **{settings.name}** (`python -m validation {' '.join(argv)}`)",
-          f"- data: {task.source}; {task.n_train} training / {task.n_test} test images (labels: digit 1 → +1, 0 → −1; "
-          "pixels in [0, 1], no other normalisation, as the official code)",
-          f"- run: {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}, Python {platform.python_version()}, "
-          f"NumPy {np.__version__}, {platform.machine()}; total wall time {total_seconds:.0f} s; float64 throughout",
-          "- paper numbers: SPEC §7 (seed 000 Tables 2–3, Figures 1, A.1, B.2, and the official code's README)",
-          "", "## Claims", "", _claims_table(sections), ""]
+    md = [f"# Seeds 000, 002 and 003 reproduced with ntkref {ntkref.__version__}", "",
+          "Seed 000: Chen et al., NeurIPS 2021 (NN ⇔ SVM); seed 002: Wei, Lee, Liu, Ma, *Regularization Matters*; "
+          "seed 003: Shi, PhD dissertation (NTK function-norm regulariser, adversarial winning tickets).", "",
+          f"- mode: **{settings.name}** (`python -m validation {' '.join(argv)}`)"]
+    if task is not None:
+        md.append(f"- seed 000 data: {task.source}; {task.n_train} training / {task.n_test} test images (labels: digit "
+                  "1 → +1, 0 → −1; pixels in [0, 1], no other normalisation, as the official code)")
+    md += [f"- run: {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}, Python {platform.python_version()}, "
+           f"NumPy {np.__version__}, {platform.machine()}; total wall time {total_seconds:.0f} s; float64 throughout",
+           "- paper numbers: SPEC §7 (seed 000 Tables 2–3, Figures 1, A.1, B.2, and the official code's README); "
+           "seeds 002/003: the inventories in `shared/notes/` and the seed text (cited per section)",
+           "", "## Claims", "", _claims_table(sections), ""]
     for s in sections:
         md += [f"## {s.title}", "", f"Wall time: {s.seconds:.0f} s.", "", s.markdown, ""]
         for fig in s.figures:
@@ -105,7 +109,8 @@ def write(outdir, sections, *, settings, task, total_seconds, argv):
         if s.key == "figureB2":
             md += [f"Paper: {PAPER['figureB2']}", ""]
     (outdir / "report.md").write_text("\n".join(md), encoding="utf-8")
-    blob = {"settings": settings.__dict__, "data": {"source": task.source, "n_train": task.n_train, "n_test": task.n_test},
+    data = None if task is None else {"source": task.source, "n_train": task.n_train, "n_test": task.n_test}
+    blob = {"settings": settings.__dict__, "data": data,
             "total_seconds": total_seconds, "paper": PAPER,
             "claims": [c.as_dict() for s in sections for c in s.claims],
             "sections": {s.key: {"title": s.title, "seconds": s.seconds, "figures": s.figures, "results": s.results}

@@ -6,9 +6,13 @@
 - :class:`Antisymmetric` (f₀ ≡ 0), :class:`Linearized` (constant Θ̂ = Θ̂(w₀)) and :class:`Scaled`
   (f_nn = κf, seed 004) wrappers.
 - :func:`train` — (sub)gradient descent / SGD on seed 000's (6)/(7) with a record for the bounds.
+- :class:`HomogeneousNet` — seed 002's bias-free ReLU nets (no 1/√m), q-positive-homogeneous in the parameters;
+  the Prop. B.10 (:func:`balanced_two_layer`, :func:`two_layer_measure`), Thm 4.3 (:func:`zero_pad`) and
+  Prop. D.1 (:func:`rebalance`) constructions and the width-4 max-margin net on 𝒟 (:func:`width4_net`).
 """
 from ._cnn import ConvNet
 from ._fc import FullyConnected, empirical_ntk
+from ._homogeneous import HomogeneousNet, balanced_two_layer, rebalance, two_layer_measure, width4_net, zero_pad
 from ._train import NetTrajectory, train
 from ._wrappers import Antisymmetric, Linearized, Scaled, flatten_params, unflatten_params
 
@@ -16,11 +20,17 @@ __all__ = [
     "Antisymmetric",
     "ConvNet",
     "FullyConnected",
+    "HomogeneousNet",
     "Linearized",
     "NetTrajectory",
     "Scaled",
+    "balanced_two_layer",
     "empirical_ntk",
     "flatten_params",
+    "rebalance",
     "train",
+    "two_layer_measure",
     "unflatten_params",
+    "width4_net",
+    "zero_pad",
 ]
