@@ -22,6 +22,8 @@ This module implements, with one sample a row (``x`` of shape (n, d)):
   γ* − log(n(l−1)/ln 2)/‖Θ_λ‖^a ≤ γ_λ ≤ γ* (the lower side when
   ‖Θ_λ‖^aγ* > log(n(l−1)/ln 2)), and
   λ‖Θ_λ‖^r ≤ L_λ(Θ_λ) ≤ min_B [log(1 + (l−1)e^{−B^aγ*}) + λB^r];
+  (valid for the architecture's true γ* and a global minimizer; see
+  :class:`MarginCertificate` for what a γ* estimate does to each side);
   :func:`margin_lower_bound` — γ(Θ) ≥ −log(e^{n ℓ̂(Θ)} − 1)/‖Θ‖^a for ANY Θ
   with n ℓ̂(Θ) < log 2 (ℓ̂ the mean cross-entropy; sharper than the
   x/(1+x) step of the proof of Thm C.2).
@@ -45,6 +47,11 @@ Errata of seed 002 handled here (each documented where it matters, tests show th
 - Proof of Thm C.1, (C.3): the inner sum index is j, and the lower bound
   (C.5) uses Σ_{j≠y_i} exp(…) ≥ exp(−M^aγ_Θ) for the worst sample (the text
   writes "= exp γ_Θ").
+- Proof of Thm C.2: "log(x) ≥ x/(1+x) ∀ x ≥ −1" is false (x = 1/2:
+  log ½ < ⅓; log(−½) is undefined); the inequality used is
+  log(1 + x) ≥ x/(1 + x) for x > −1, applied at x = exp(−γ'‖Θ'‖^a) > 0.
+  The conclusion stands (:func:`margin_lower_bound` uses the exact inverse
+  instead).
 
 LPs and QPs are solved on the host with SciPy (HiGHS, NNLS) as reference
 solvers; inputs of any namespace are converted with ``to_numpy`` and results
@@ -499,6 +506,16 @@ class MarginCertificate:
     the precondition ‖Θ_λ‖^a γ* > log(n(l−1)/ln 2) fails (``precondition``);
     ``loss_lower`` = λ‖Θ_λ‖^r ≤ L_λ(Θ_λ) ≤ ``loss_upper`` = min_B[log(1+(l−1)e^{−B^aγ*}) + λB^r]
     (``argmin_B`` the B attaining it, up to the search's resolution; any B gives a valid upper bound).
+
+    Validity.  ``loss_lower`` holds for any Θ.  Everything else assumes that ``gamma_star`` is the true γ* of
+    the architecture and that Θ_λ is a **global** minimizer (a local one, e.g. from L-BFGS on a ReLU net, need
+    not satisfy ``loss_upper`` or ``margin_lower``).  With an *estimate* g of γ*:
+
+    - g ≤ γ* (e.g. :func:`l1_svm` ``.value``/2 on a finite dictionary, which under-estimates the continuum
+      γ_ℓ1/2 = γ*,m for width m ≥ n + 1): ``margin_lower`` and ``loss_upper`` stay valid (both move the safe
+      way), but ``margin_upper`` = g is **no longer an upper bound** on γ_λ;
+    - g > γ* (e.g. γ_ℓ1/2 used for a net of width m < n + 1, whose γ*,m can be smaller): ``margin_upper`` is
+      still an upper bound, but ``margin_lower`` and ``loss_upper`` may be **invalid**.
     """
 
     margin_lower: float
@@ -509,8 +526,24 @@ class MarginCertificate:
     precondition: bool
 
 
-def _upper_loss(B, gamma_star, lam, a, r, l):
-    return math.log1p((l - 1) * math.exp(-(B ** a) * gamma_star)) + lam * B ** r
+def _exp_capped(t):
+    """e^t, +inf above the float range (math.exp raises OverflowError there)."""
+    return math.exp(t) if t < 709.0 else math.inf
+
+
+def _pow_or_inf(x, p):
+    """x**p for x ≥ 0, +inf where it exceeds the float range."""
+    try:
+        return x**p
+    except OverflowError:
+        return math.inf
+
+
+def _upper_loss_log(u, log_gamma, log_lam, a, r, l):
+    """log(1 + (l−1)e^{−B^aγ*}) + λB^r at B = e^u, evaluated in logs: B^a, λB^r may exceed the float range
+    (then the value is +inf, a valid — useless — upper bound)."""
+    margin = _exp_capped(a * u + log_gamma)  # B^a γ*
+    return math.log1p((l - 1) * math.exp(-margin)) + _exp_capped(log_lam + r * u)
 
 
 def margin_certificate(gamma_star, theta_norm, lam, n, *, a=2.0, r=2.0, n_classes=2):
@@ -525,14 +558,21 @@ def margin_certificate(gamma_star, theta_norm, lam, n, *, a=2.0, r=2.0, n_classe
               \quad\text{if } \|Θ_λ\|^aγ^\star > \log\frac{n(l-1)}{\ln 2},
 
     and λ‖Θ_λ‖^r ≤ L_λ(Θ_λ) ≤ min_{B≥0}[log(1+(l−1)e^{−B^aγ*}) + λB^r] ((C.4) at BΘ*).
-    The upper loss bound is found by a log-grid search refined by golden section;
+    The upper loss bound is found by a search over log B ≤ log((log l/λ)^{1/r}) (larger B are worse than
+    B = 0) on a log grid refined by golden section, evaluated in logs so that no power overflows;
     every B evaluated gives a valid bound, so it is an upper bound whatever the
     search's accuracy (≈1e-12 relative to the true minimum).
+
+    **Caveats** (see :class:`MarginCertificate`): the bounds are about the *true* γ* of the architecture and
+    a *global* minimizer.  Passing ``l1_svm(...).value/2`` from a finite dictionary under-estimates γ*: the
+    lower margin bound and the loss upper bound stay valid, but ``margin_upper`` is then not an upper bound.
+    For a two-layer net of width m < n + 1, γ_ℓ1/2 can *over*-estimate γ*,m: the lower side is then invalid.
 
     Parameters
     ----------
     gamma_star : float > 0
-        γ* (e.g. from :func:`linear_max_margin` or :func:`l1_svm`/2).
+        γ* (exact from :func:`linear_max_margin` for linear models; :func:`l1_svm` ``.value``/2 is a lower
+        estimate for two-layer nets of width ≥ n + 1 — see the caveats above).
     theta_norm : float ≥ 0
         ‖Θ_λ‖ of the minimizer.
     lam : float > 0
@@ -550,35 +590,47 @@ def margin_certificate(gamma_star, theta_norm, lam, n, *, a=2.0, r=2.0, n_classe
     a = check_real(a, "a", caller=caller, low=0.0, closed="neither")
     r = check_real(r, "r", caller=caller, low=0.0, closed="neither")
     l = check_int(n_classes, "n_classes", caller=caller, low=2)
-    N = theta_norm ** a
+    N = _pow_or_inf(theta_norm, a)  # ‖Θ‖^a and λ‖Θ‖^r may exceed the float range: inf, never OverflowError
     threshold = math.log(n * (l - 1) / math.log(2.0))
     pre = N * gamma_star > threshold
     lower = gamma_star - threshold / N if pre else -math.inf
-    # B* balances e^{−B^aγ*} and λB^r: search B^a γ* over [1e-6, 1e6]·(natural scale) on a log grid
-    scale = max(math.log(max(1.0 / lam, math.e)) / gamma_star, 1e-300) ** (1.0 / a)
-    best_B, best = 0.0, math.log(float(l))
-    grid = [scale * 10 ** (k / 50.0) for k in range(-300, 301)]
-    vals = [_upper_loss(B, gamma_star, lam, a, r, l) for B in grid]
+    loss_lower = lam * _pow_or_inf(theta_norm, r)
+    # Search u = log B.  Any B with λB^r ≥ log l is no better than B = 0 (value log l): u ≤ u_max.  The
+    # minimizer balances e^{−B^aγ*} against λB^r, near B^aγ* ≈ log(1/λ); search down to 10⁻⁶ of the smaller of
+    # that scale and B_max on a log grid (50 points per decade), then refine by golden section.
+    log_gamma, log_lam = math.log(gamma_star), math.log(lam)
+    u_max = (math.log(math.log(float(l))) - log_lam) / r
+    u_nat = (math.log(max(-log_lam, 1.0)) - log_gamma) / a
+    u_min = min(u_nat, u_max) - 6.0 * math.log(10.0)
+    n_grid = min(int(math.ceil((u_max - u_min) / (math.log(10.0) / 50.0))) + 1, 20001)  # coarser only for tiny r
+    grid = [u_min + (u_max - u_min) * k / (n_grid - 1) for k in range(n_grid)]
+
+    def h(u):
+        return _upper_loss_log(u, log_gamma, log_lam, a, r, l)
+
+    vals = [h(u) for u in grid]
+    best_u, best = None, math.log(float(l))  # B = 0
     k = min(range(len(grid)), key=vals.__getitem__)
     if vals[k] < best:
-        best_B, best = grid[k], vals[k]
+        best_u, best = grid[k], vals[k]
         lo, hi = grid[max(k - 1, 0)], grid[min(k + 1, len(grid) - 1)]
         phi = (math.sqrt(5.0) - 1) / 2
         c1, c2 = hi - phi * (hi - lo), lo + phi * (hi - lo)
-        f1, f2 = _upper_loss(c1, gamma_star, lam, a, r, l), _upper_loss(c2, gamma_star, lam, a, r, l)
+        f1, f2 = h(c1), h(c2)
         for _ in range(200):
             if f1 < f2:
                 hi, c2, f2 = c2, c1, f1
                 c1 = hi - phi * (hi - lo)
-                f1 = _upper_loss(c1, gamma_star, lam, a, r, l)
+                f1 = h(c1)
             else:
                 lo, c1, f1 = c1, c2, f2
                 c2 = lo + phi * (hi - lo)
-                f2 = _upper_loss(c2, gamma_star, lam, a, r, l)
-            for B, v in ((c1, f1), (c2, f2)):
+                f2 = h(c2)
+            for u, v in ((c1, f1), (c2, f2)):
                 if v < best:
-                    best_B, best = B, v
-    return MarginCertificate(margin_lower=lower, margin_upper=gamma_star, loss_lower=lam * theta_norm ** r,
+                    best_u, best = u, v
+    best_B = 0.0 if best_u is None else math.exp(best_u)
+    return MarginCertificate(margin_lower=lower, margin_upper=gamma_star, loss_lower=loss_lower,
                              loss_upper=best, argmin_B=best_B, precondition=pre)
 
 
@@ -587,8 +639,11 @@ def margin_lower_bound(mean_data_loss, theta_norm, n, *, a=2.0):
 
     ℓ̂ is the mean logistic / cross-entropy loss of Θ (without the regularizer).
     The worst sample's loss is ≥ log(1 + e^{−‖Θ‖^aγ(Θ)}) and ≤ n ℓ̂, which
-    inverts to the bound (the seed's chain uses log(1+x) ≥ x/(1+x) and gets the
-    weaker −log(nℓ̂/(1 − nℓ̂))).  Returns −inf when n ℓ̂ ≥ log 2.  ℓ̂ must be > 0
+    inverts to the bound (the seed's chain uses log(1+x) ≥ x/(1+x) — printed as
+    "log(x) ≥ x/(1+x) ∀ x ≥ −1" *[erratum]* — and gets the weaker
+    −log(nℓ̂/(1 − nℓ̂))).  Tight: for one sample of a scalar-output net,
+    ℓ̂ = log(1 + e^{−‖Θ‖^aγ}) and the bound equals γ(Θ).  Returns −inf when
+    n ℓ̂ ≥ log 2 (such a loss allows γ(Θ) ≤ 0).  ℓ̂ must be > 0
     (a computed 0 is an underflow and certifies nothing).
     """
     caller = "margin_lower_bound"
@@ -668,10 +723,15 @@ def l1_svm(x, y, directions):
 
     Written with μ = μ⁺ − μ⁻ as the LP max γ s.t. y_i F_i(μ⁺ − μ⁻) ≥ γ,
     1ᵀ(μ⁺ + μ⁻) ≤ 1, μ^± ≥ 0 (2K + 1 variables, n + 1 constraints), solved by
-    HiGHS dual simplex on the host: the solution is a vertex, so μ has at most
-    n + 1 nonzeros — which is why width m ≥ n + 1 suffices in Prop. B.10,
-    γ*,m = γ_ℓ1/2 (build the network with :func:`ntkref.nets.balanced_two_layer`).
+    HiGHS dual simplex on the host: the solution is a vertex with at most n + 1
+    basic variables, one of which is γ > 0, so μ has at most n nonzeros — within
+    Prop. B.10's width m ≥ n + 1 for γ*,m = γ_ℓ1/2 (build the network with
+    :func:`ntkref.nets.balanced_two_layer`).
     A finite dictionary gives a lower bound on the continuum γ_ℓ1.
+
+    Data that the dictionary's ReLU features cannot separate (γ_ℓ1 ≤ 1e-9·max|yᵢF_ik|,
+    HiGHS' tolerance — e.g. a point repeated with both labels, where μ = 0 is optimal)
+    raise :class:`InvalidParameterError`.
 
     Returns
     -------
@@ -702,6 +762,12 @@ def l1_svm(x, y, directions):
     mu = np.where(np.abs(mu) > 1e-14 * max(1.0, np.abs(mu).max()), mu, 0.0)
     support = np.nonzero(mu)[0]
     gamma = float(np.min(A @ mu))  # recomputed: the margin of the returned μ itself
+    scale = float(np.max(np.abs(A))) if A.size else 0.0
+    if not gamma > 1e-9 * scale:  # γ = 0 (μ = 0) is always feasible: that is the optimum of inseparable data
+        raise InvalidParameterError(
+            f"{caller}: the data are not separable by the ReLU features of these directions "
+            f"(γ_ℓ1 = {gamma:.3g} ≤ 1e-9·max|y_i F_ik| = {1e-9 * scale:.3g})."
+        )
     return L1Solution(mu=xp.asarray(mu, dtype=x.dtype, device=device_of(x)), value=gamma,
                       support=xp.asarray(support, device=device_of(x)), status=str(res.message))
 

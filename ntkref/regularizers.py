@@ -238,7 +238,8 @@ def krr_objective(f_values, Y, K, zeta, *, reduction="mean", jitter=0.0):
 
     J(f) = (1/N)‖f(X) − Y‖² + ζ f(X)ᵀK⁻¹f(X)  (``reduction="mean"``; ``"sum"`` drops the 1/N).
     Its unique minimiser over f(X) is K(K + ζN I)⁻¹Y (the fitted values of :func:`krr_fit`).
-    Returns a 0-d array.
+    For ζ > 0, K (+ ``jitter``·I) must be positive definite; ζ = 0 is the plain squared error and
+    accepts any symmetric K (the penalty, and K⁻¹, are not evaluated).  Returns a 0-d array.
     """
     caller = "krr_objective"
     xp = namespace(f_values, Y, K)
@@ -251,7 +252,12 @@ def krr_objective(f_values, Y, K, zeta, *, reduction="mean", jitter=0.0):
     zeta = check_real(zeta, "zeta", caller=caller, low=0.0)
     check_option(reduction, "reduction", ("mean", "sum"), caller=caller)
     fit = xp.sum((f - Y) ** 2) / (n if reduction == "mean" else 1)
-    return fit + zeta * rkhs_norm_sq(f, K, jitter=jitter)
+    K = _with_jitter(K, jitter, caller, xp)
+    if zeta == 0.0:  # no penalty: K⁻¹ is not needed, so K may be singular (ridgeless fit (1.17))
+        return fit
+    w, V = _pd_eigh(K, "K", caller, xp)
+    proj = xp.matrix_transpose(V) @ _as_column(f, xp)[0]
+    return fit + zeta * xp.sum(proj * proj / w[:, None])
 
 
 def krr_norm_bound(Y, zeta, *, reduction="mean"):
@@ -367,7 +373,9 @@ def tau_from_zeta(zeta, n, *, noise_std=1.0, subset_size=None):
 
     (2.4) × N/(2s²) with a Gaussian likelihood of standard deviation s (−log p = (f − y)²/(2s²) + const):
     Σ(f − y)²/(2s²) + (ζN/(2s²))·fᵀK⁻¹f, so τ = ζN/(2s²); with a sub-batch of b points, Approximation 1's
-    N/b factor is absorbed into τ: τ = ζN²/(2s²b).  Returns a float.
+    N/b factor is absorbed into τ: τ = ζN²/(2s²b) multiplies the **unscaled** term f(X_𝓘)ᵀΘ_𝓘𝓘⁻¹f(X_𝓘)
+    (Algorithm 1 line 7), which is what :func:`train_regularized` with ``subset_size=b`` and this ζ
+    minimises (tested against its recorded objective).  Returns a float.
     """
     caller = "tau_from_zeta"
     zeta = check_real(zeta, "zeta", caller=caller, low=0.0)
@@ -805,6 +813,12 @@ def fs_map_log_prior(f, kernel, sigma, *, include_logdet=True, jitter=0.0):
     = −f ᵀΘ⁻¹f/(2σ²) − ½ log det(2πσ²Θ).  ``include_logdet=False`` gives the dissertation's expression
     c·fᵀΘ⁻¹f with c = −1/(2σ²) (the θ-dependent log-det dropped).  Hence the regulariser
     fᵀΘ⁻¹f = −2σ²(log p̃ + ½ log det(2πσ²Θ)).  Returns a 0-d array.
+
+    When is the dropped log-det a constant?  Under Prop. 2.2.3 as literally stated, J (hence Θ = JJᵀ) is
+    evaluated at the prior mean μ: Θ does not depend on the current parameters and −½ log det(2πσ²Θ) is a
+    constant of the objective (dropping it changes nothing).  In (2.48) and Algorithm 1, Θ̂(θ) is the
+    empirical NTK at the **current** θ: then ½ log det Θ̂(θ) varies with θ and dropping it changes the
+    objective (tested: it differs between parameter points, and by the amount numpy's slogdet gives).
     """
     caller = "fs_map_log_prior"
     sigma = check_real(sigma, "sigma", caller=caller, low=0.0, closed="neither")
@@ -821,6 +835,8 @@ def gaussian_marginal(mean, cov, indices):
     """Marginal of N(mean, cov) on the coordinates ``indices``: (mean[I], cov[I, I]) (seed 003 (2.53)).
 
     Kolmogorov consistency: the marginal of the prior built on X_𝓘 equals the prior built on X_𝓙 ⊂ X_𝓘.
+    ``mean`` (n,), ``cov`` (n, n), ``indices`` b distinct integers in [0, n): the result, ((b,), (b, b)), has
+    the sub-batch's length b, not n — it is what the sub-batch penalty of (2.48)/Algorithm 1 uses.
     """
     caller = "gaussian_marginal"
     xp = namespace(mean, cov)
@@ -850,6 +866,11 @@ def fs_map_objective(f, y, f_penalty, kernel, tau, *, noise_std=1.0, printed=Fal
     Corrected:  −Σᵢ log p(yᵢ | f(xᵢ)) + τ·f_pᵀΘ⁻¹f_p,  −log p = (y − f)²/(2s²) + ½ log(2πs²),
     with f_p = f(X_𝓘) for (2.10) or Δf(C) for (2.11) (:func:`continual_learning_penalty`).
 
+    Shapes: ``f`` and ``y`` are (N,) (the likelihood's points); ``f_penalty`` is (b,) and ``kernel``
+    (b, b) — the penalty's points, which may be a sub-batch X_𝓘 (b < N) or a coreset C, so f_p need not
+    have f's length.  With the full batch (f_p = f, Θ = K) and τ = :func:`tau_from_zeta` (ζ, N, noise_std=s),
+    the objective is N/(2s²) times (2.4) plus a constant: its minimiser is K(K + ζNI)⁻¹Y (tested).
+
     **Seed error**: (2.10) and (2.11) are printed with +Σ log p; minimising that pushes f *away* from
     the labels (``printed=True`` evaluates it: its stationary point is Θ(Θ − 2τs²I)⁻¹Y instead of the
     KRR/MAP solution Θ(Θ + 2τs²I)⁻¹Y, and it is unbounded below when τ < λ_max(Θ)/(2s²)).
@@ -867,9 +888,9 @@ def fs_map_objective(f, y, f_penalty, kernel, tau, *, noise_std=1.0, printed=Fal
 
 
 # --------------------------------------------------------------------------- generalisation bounds
-def _trace(gram_trace, caller):
+def _trace(gram_trace, n, caller):
     if hasattr(gram_trace, "shape") and len(gram_trace.shape) == 2:
-        G = _check_kernel(gram_trace, "gram_trace", caller)
+        G = _check_kernel(gram_trace, "gram_trace", caller, n=n)  # the N×N sample Gram matrix, nothing else
         xp = namespace(G)
         return float(xp.sum(G * xp.eye(G.shape[0], dtype=G.dtype, device=device_of(G))))
     return check_real(gram_trace, "gram_trace", caller=caller, low=0.0)
@@ -880,7 +901,10 @@ def kernel_generalization_bound(n, delta, *, r, Lam, gram_trace=None):
 
     (1.19): 8r²Λ²/√N · (1 + ½√(log(1/δ)/2)) (``gram_trace=None``);
     (1.20): 8r²Λ²/√N · (√(Tr K/(N r²)) + ¾√(log(2/δ)/2)), Tr K the trace of the **sample** Gram matrix
-    K(X, X) (a number, or the (N, N) matrix itself).  Requires K(x, x) ≤ r², so Tr K ≤ N r² (checked).
+    K(X, X) (a number, or the (N, N) matrix itself; a matrix of another shape is refused).  Requires
+    K(x, x) ≤ r², so Tr K ≤ N r² (checked).  The Tr K term is 8rΛ·(Λ√(Tr K)/N), 8rΛ times the bound
+    Λ√(Tr K)/N on the empirical Rademacher complexity (Λ/N)·E_ε√(εᵀKε) of the ball ‖f‖_H ≤ Λ, which is
+    itself ≥ Λ√(Tr K)/(N√2) (Khintchine–Kahane): it scales as N^{-1/2} (tested by Monte Carlo).
     Returns the bound on R(h) − R̂(h) (a float).
     """
     caller = "kernel_generalization_bound"
@@ -891,7 +915,7 @@ def kernel_generalization_bound(n, delta, *, r, Lam, gram_trace=None):
     lead = 8.0 * r * r * Lam * Lam / math.sqrt(n)
     if gram_trace is None:
         return lead * (1.0 + 0.5 * math.sqrt(math.log(1.0 / delta) / 2.0))
-    tr = _trace(gram_trace, caller)
+    tr = _trace(gram_trace, n, caller)
     if tr > n * r * r * (1 + 1e-12):
         raise InvalidParameterError(
             f"gram_trace of {caller} = {tr:.6g} exceeds N·r² = {n * r * r:.6g}: the theorem needs K(x, x) ≤ r²."

@@ -2,8 +2,10 @@
 
 Independent routes: the hard-margin SVM dual of ntkref.machines and SciPy SLSQP for γ* (vs the NNLS least-distance
 solver), a brute-force angle search in 2-D, Newton's method for the regularized linear minimizer (vs L-BFGS), the
-dual LP solved by interior point (vs the primal by dual simplex), scalar minimization for U(λ), central finite
-differences for gradients, and the exact inequalities (C.4)–(C.7) on arbitrary parameters.
+dual LP solved by interior point (vs the primal by dual simplex), scalar minimization for U(λ) and (over a dense
+log grid) for the certificate's min_B, central finite differences for gradients, the exact inequalities (C.4)–(C.7)
+on arbitrary parameters, and the one-sample case where the margin lower bound is attained.  Seed errors shown: the
+open ball of γ*, Thm B.9's unsquared norm, and the proof of Thm C.2's "log(x) ≥ x/(1+x)".
 """
 import math
 
@@ -233,8 +235,42 @@ def test_margin_lower_bound_any_theta(xp, asxp, tonp, seed, l, log_M):
     if n * ell < 0.5:
         paper = -math.log(n * ell / (1 - n * ell)) / N**2
         assert lb >= paper
+
+
+@given(seed=seeds, q=st.integers(1, 3), log_c=st.floats(-1.5, 1.5))
+def test_margin_lower_bound_is_attained_by_a_single_sample(xp, asxp, seed, q, log_c):
+    """n = 1, scalar output: ℓ = log(1 + e^{−‖Θ‖^aγ}) exactly, so the bound inverts it: −log(e^ℓ − 1)/‖Θ‖^a = γ(Θ)
+    (the proof's x/(1+x) step gives less).  For ℓ ≥ log 2 the margin is ≤ 0 and no bound may be claimed (−inf)."""
+    rng = np.random.default_rng(seed)
+    net = HomogeneousNet(3, 4, depth=q)
+    params = [10 ** (log_c / q) * W for W in net.init(rng, xp=xp)]
+    x, y = rng.standard_normal((1, 3)), rng.choice([-1.0, 1.0], 1)
+    ell = float(M.regularized_loss(net, params, asxp(x), asxp(y), 0.0))
+    N = float(net.norm(params))
+    gam = float(M.normalized_margin(net, params, asxp(x), asxp(y)))
+    t = N**q * gam
+    assume(ell > 0 and abs(t) < 600)  # keep e^{−t} in range (ℓ underflows beyond ~745)
+    lb = M.margin_lower_bound(ell, N, 1, a=q)
+    if ell < math.log(2):
+        # ℓ is accurate to ~(1 + |t|)ε relative (logaddexp), so −log(e^ℓ − 1) is to ~(1 + |t|)ε absolute
+        assert abs(lb - gam) <= 1e-13 * (1 + abs(t)) / N**q
+        paper = -math.log(ell / (1 - ell)) / N**q if ell < 0.5 else -math.inf
+        assert paper < gam  # the printed chain is strictly weaker
     else:
-        assert lb == -math.inf or n * ell < math.log(2)
+        assert lb == -math.inf
+        assert t <= 1e-12  # ℓ ≥ log 2 ⇔ margin ≤ 0: a finite bound would be wrong
+
+
+def test_C2_log_inequality_erratum():
+    """Proof of Thm C.2 prints "log(x) ≥ x/(1+x) ∀ x ≥ −1": false (x = ½: log ½ = −0.69 < ⅓) and undefined for
+    x ≤ 0.  The inequality used is log(1+x) ≥ x/(1+x) for x > −1 (equality only at 0), checked on a grid; with it the
+    chain gives γ ≥ −log(nℓ/(1 − nℓ))/‖Θ‖^a, which margin_lower_bound's exact inversion dominates."""
+    assert not math.log(0.5) >= 0.5 / 1.5  # the printed form fails
+    xs = np.concatenate([-1 + np.logspace(-12, -0.01, 200), np.linspace(-0.9, 5, 400), np.logspace(0, 12, 200)])
+    assert np.all(np.log1p(xs) >= xs / (1 + xs) - 1e-15 * np.abs(xs))
+    assert np.sum(np.log(np.clip(xs, 1e-300, None)) < xs / (1 + xs)) > 100  # the printed one fails on most of it
+    for s_ in (1e-6, 1e-3, 0.1, 0.4):  # s = nℓ̂
+        assert M.margin_lower_bound(s_, 1.0, 1, a=1.0) > -math.log(s_ / (1 - s_))
 
 
 # =============================================================================================== T7: structural identities
@@ -398,7 +434,9 @@ def test_l1_svm_lp_support_duality_and_balanced_net(xp, asxp, tonp, seed):
     D = M.circle_directions(1000, xp=xp)
     sol = M.l1_svm(asxp(x), asxp(y), D)
     mu = tonp(sol.mu)
-    assert len(tonp(sol.support)) <= n + 1  # a vertex: width n + 1 suffices (Prop. B.10)
+    # a vertex: ≤ n + 1 basic variables, γ > 0 is one of them, so ≤ n nonzeros in μ (width n + 1 of Prop. B.10
+    # is enough)
+    assert len(tonp(sol.support)) <= n
     assert abs(np.abs(mu).sum() - 1.0) <= 1e-9
     F = tonp(M.relu_features(asxp(x), D))
     assert abs(_dual_l1_svm_value(F, y) - sol.value) <= 1e-7 * sol.value  # strong duality, independent LP
@@ -488,8 +526,13 @@ def test_regression_analogue_thm_B9(xp, asxp, tonp):
         ratios.append(N2 / target)
     assert ratios[0] < ratios[1] < ratios[2]
     assert ratios[-1] >= 0.97  # calibrated: 0.998 at 2^-16 with 3 restarts; 0.97 leaves room for the local optimum
-    # printed form: ‖Θ_λ‖ → ‖Θ*‖² would need √(N2) ≈ target; here target ≈ 26, ‖Θ_λ‖ ≈ 5
-    assert abs(math.sqrt(ratios[-1] * target) - target) > 0.5 * target
+    # printed form "‖Θ_λ‖₂ → ‖Θ*‖₂²" [erratum]: the inequality λ‖Θ_λ‖² ≤ L_λ ≤ λ‖Θ*‖² (asserted above) bounds the
+    # UNsquared norm by ‖Θ*‖ = √target at every λ, and the trained norms reach it; the printed limit ‖Θ*‖² = target
+    # lies ≥ target − √target above every ‖Θ_λ‖ (a real gap because target > 4 here)
+    norms = [math.sqrt(q * target) for q in ratios]
+    assert all(nm <= math.sqrt(target) * (1 + 1e-9) for nm in norms)
+    assert norms[-1] >= 0.98 * math.sqrt(target)
+    assert target > 4 and max(norms) <= target - 0.5 * target
 
 
 # =============================================================================================== bad input
@@ -524,6 +567,19 @@ def test_invalid_inputs(xp, asxp):
         M.l1_svm(asxp(np.array([[np.nan, 1.0]])), asxp(np.ones(1)), M.circle_directions(8, xp=xp))
 
 
+def test_l1_svm_refuses_inseparable_data(xp, asxp):
+    """A point repeated with both labels: every μ has min_i y_i⟨μ, φ(x_i)⟩ ≤ 0, the LP optimum is μ = 0, γ = 0 —
+    not a margin; likewise all-zero features.  Both raise instead of returning value 0."""
+    D = M.circle_directions(64, xp=xp)
+    x = np.array([[0.3, 1.0], [0.3, 1.0], [-0.5, 1.0]])
+    with pytest.raises(InvalidParameterError, match="separable"):
+        M.l1_svm(asxp(x), asxp(np.array([1.0, -1.0, 1.0])), D)
+    with pytest.raises(InvalidParameterError, match="separable"):
+        M.l1_svm(asxp(np.zeros((2, 2))), asxp(np.array([1.0, -1.0])), D)
+    # separable data nearby still solve, with a positive margin
+    assert M.l1_svm(asxp(x[1:]), asxp(np.array([-1.0, 1.0])), D).value > 1e-3
+
+
 @pytest.mark.parametrize("a,r,l", [(1.0, 2.0, 2), (2.0, 2.0, 2), (1.0, 1.5, 3), (2.0, 3.0, 3)])
 @pytest.mark.parametrize("lam", [1e-2, 1e-6, 1e-10])
 def test_certificate_upper_loss_vs_scalar_minimization(a, r, l, lam):
@@ -541,6 +597,41 @@ def test_certificate_upper_loss_vs_scalar_minimization(a, r, l, lam):
     assert cert.loss_upper <= ref * (1 + 1e-9)  # never worse than an independent minimization
     assert cert.loss_upper >= ref * (1 - 1e-6)  # and it is a real value of the function (not below the minimum)
     assert abs(h(math.log(cert.argmin_B)) - cert.loss_upper) <= 1e-14 * cert.loss_upper if cert.argmin_B > 0 else True
+
+
+def _upper_loss_reference(gam, lam, a, r, l):
+    """min_{B ≥ 0} log(1 + (l−1)e^{−B^aγ}) + λB^r by brute force over u = log B ∈ [−80, 80] (400001 points, numpy,
+    inf on overflow) and a bounded scalar refinement around the best point; B = 0 gives log l."""
+    from scipy.optimize import minimize_scalar
+
+    def h(u):
+        with np.errstate(over="ignore"):
+            return np.log1p((l - 1) * np.exp(-np.exp(a * u + math.log(gam)))) + np.exp(math.log(lam) + r * u)
+
+    us = np.linspace(-80, 80, 400001)
+    vals = h(us)
+    k = int(np.argmin(vals))
+    res = minimize_scalar(lambda u: float(h(np.array(u))), bounds=(us[max(k - 1, 0)], us[min(k + 1, len(us) - 1)]),
+                          method="bounded", options={"xatol": 1e-13})
+    return min(float(res.fun), float(vals[k]), math.log(l)), h
+
+
+@pytest.mark.parametrize("gam,lam,a,r,l", [(1e-3, 1e-10, 0.25, 16.0, 2), (1e-3, 1e-10, 0.25, 16.0, 5),
+                                           (50.0, 1e-12, 1.0, 0.5, 2), (1e-6, 1e-30, 4.0, 8.0, 3),
+                                           (0.07, 1e-6, 2.0, 2.0, 2)])
+def test_certificate_has_no_overflow_and_finds_the_minimum(gam, lam, a, r, l):
+    """B^a and λB^r exceed the float range on the search grid of extreme (a, r, γ*, λ) (review: a = 1/4, r = 16,
+    γ* = 1e-3, λ = 1e-10 raised OverflowError); the certificate must still be the minimum over B, compared with an
+    independent brute-force minimization, and ‖Θ‖^r beyond the float range gives loss_lower = inf."""
+    cert = M.margin_certificate(gam, 5.0, lam, 20, a=a, r=r, n_classes=l)
+    ref, h = _upper_loss_reference(gam, lam, a, r, l)
+    assert cert.loss_upper <= ref * (1 + 1e-9)
+    assert cert.loss_upper >= ref * (1 - 1e-9)
+    if cert.argmin_B > 0:
+        assert abs(float(h(np.array(math.log(cert.argmin_B)))) - cert.loss_upper) <= 1e-13 * cert.loss_upper
+    assert cert.loss_lower == lam * 5.0**r
+    huge = M.margin_certificate(gam, 1e200, lam, 20, a=a, r=max(r, 2.0), n_classes=l)
+    assert huge.loss_lower == math.inf and huge.precondition and huge.margin_lower == gam
 
 
 def test_float32_inputs_stay_float32(xp, asxp):
