@@ -38,7 +38,7 @@ are carried as √q (norms), so inputs from 1e-150 to 1e150 neither overflow
 nor underflow.  A zero row has Σ(x, ·) = b² terms only and Θ(x, 0) = 0
 without biases.  ReLU without biases (the common case) runs on the angle
 alone — Θ(x, x') = ‖x‖‖x'‖·Θ(x̂, x̂') by positive homogeneity — with in-place
-updates, so a layer costs one arctan, two square roots and ~15 cheap passes
+updates, so a layer costs one arctan, one square root and ~15 cheap passes
 per entry (the arctan, not the matmul, is the largest single cost).
 
 Accuracy (ReLU, measured against mpmath at 50 digits in the tests): every
@@ -379,11 +379,11 @@ def _relu_unbiased_block(x1n, x1u, x2n, x2u, d, Ws, want_nngp, want_ntk, xp):
     for h in range(1, n_layers + 1):
         q *= Ws[h] * Ws[h] / 2
         last = h == n_layers
-        sin_t = xp.sqrt(omr * opr)
-        # θ/2 = arctan √((1 − ρ)/(1 + ρ)); the floor on 1 + ρ (a no-op above 1e-292) keeps
-        # antiparallel pairs at θ = π − O(1e-146) instead of 0/0.
+        # θ/2 = arctan √((1 − ρ)/(1 + ρ)) = arctan(sin θ/(1 + ρ)); the floor on 1 + ρ (a no-op above
+        # 1e-292) keeps antiparallel pairs at θ = π − O(1e-146) instead of 0/0.
         opr += tiny
-        phi = xp.atan(xp.sqrt(omr / opr))
+        sin_t = xp.sqrt(omr * opr)
+        phi = xp.atan(sin_t / opr)
         phi *= 2 / _PI  # θ/π
         omp = 1 - phi  # (π − θ)/π
         if want_ntk:
