@@ -42,8 +42,13 @@ Errata of the seed in this part (inventory §5, items 3–9; tests in ``tests/te
 4. Lemma B.2: "c₁(τ₁+τ₁)" means c₁(τ₁+τ₂); the bars of (B.2) are misplaced; the chain after
    "E_z[f̂(z;β)²] ≥" is truncated.  Proof of B.1: "any choice of l" means β, and z is drawn from
    {±1}^{d−2}, not {±1}^d.
-5. Lemma B.6's "rank" fact: Ñᵀ Ñ has rank ≤ k(k−1)/2 (k = d − 2 here), so its smallest eigenvalue
-   is exactly 0 once n > k(k−1)/2 — this is where the d² threshold comes from.
+5. Lemma B.6 as stated ("for n ≤ d²", z ∈ {±1}^k, any g with aⱼ ≥ 0) is **false**.  Ñᵀ Ñ has rank
+   ≤ k(k−1)/2 (k = d − 2 here), so λ_min(ÑᵀÑ) = 0 exactly once n > k(k−1)/2 — this is where the d²
+   threshold comes from — and once n ≥ k(k−1)/2 + 2 its null space meets 1^⊥: for β there and
+   g(x) = x², E_z[(Σᵢβᵢ(zᵀzᵢ)²)²] = k²(Σβᵢ)² + 2βᵀÑᵀÑβ = 0 < a₂²k²‖β‖², for *every* draw of z₁…zₙ
+   (probability 1, not exp(−Ω(√n))).  Counterexample: k = 6, n = 20 ≤ k² = 36 (test
+   ``test_lemma_b6_counterexample``).  Only "n ≤ c·k²" with c < ½ can hold, so Thm 2.1 / Thm B.1's
+   "n ≤ d²" is proved only for n ≤ c·d² (Lemma B.2's own hypothesis n ≤ c₂d²/(4c₁²)).
 
 Random draws are made on the host with ``numpy.random.default_rng(seed)`` (reproducible across
 backends) and moved to ``xp``; everything else is array-API code in the inputs' namespace.
@@ -57,7 +62,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import machines as _machines
-from ._backend import default_namespace, namespace
+from ._backend import default_namespace, device_of, namespace
 from ._compat import eigh
 from ._validation import (
     InvalidParameterError,
@@ -94,7 +99,13 @@ PREDICTOR_METHODS = ("min_norm", "ridge", "svm", "hard_margin_svm", "logistic")
 
 
 def _rng(seed):
-    return seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    # reproducibility: only an int or a Generator (None would draw fresh OS entropy)
+    if isinstance(seed, np.random.Generator):
+        return seed
+    if seed is None or isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise InvalidParameterError(
+            f"The 'seed' parameter must be a nonnegative int or a numpy Generator. Got {seed!r} instead.")
+    return np.random.default_rng(int(seed))
 
 
 def _out_namespace(xp, dtype):
@@ -210,8 +221,8 @@ def sign_orbit(z):
     xp = namespace(z)
     z = _check_z(z, "sign_orbit", xp=xp)
     M = z.shape[0]
-    one = xp.ones((M, 1), dtype=z.dtype)
-    zero = xp.zeros((M, 1), dtype=z.dtype)
+    one = xp.ones((M, 1), dtype=z.dtype, device=device_of(z))
+    zero = xp.zeros((M, 1), dtype=z.dtype, device=device_of(z))
     heads = ((one, zero), (-one, zero), (zero, one), (zero, -one))
     return xp.stack([xp.concat([a, b, z], axis=1) for a, b in heads], axis=0)
 
@@ -251,11 +262,18 @@ class KernelPredictor:
     __call__ = decision_function
 
     def error_rate(self, x, y):
-        """Fraction of rows with y·f(x) ≤ 0 — the paper's error event (a zero output counts as an error)."""
+        """Fraction of rows with y·f(x) ≤ 0 — the paper's error event (a zero output counts as an error).
+
+        ``x`` (m, d), ``y`` (m,) of ±1 (one label per row of ``x``).
+        """
         xp = namespace(self.x_train)
         y = check_labels(y, "y", caller="KernelPredictor.error_rate", xp=xp)
         f = self.decision_function(x)
-        return float(xp.mean(xp.astype(y * f <= 0, f.dtype)))
+        if y.ndim != 1 or y.shape[0] != f.shape[0]:
+            raise InvalidParameterError(
+                f"The 'y' parameter of KernelPredictor.error_rate must have one label per row of x ({f.shape[0]}); "
+                f"got shape {y.shape}.")
+        return float(xp.mean(xp.astype(xp.astype(y, f.dtype) * f <= 0, f.dtype)))
 
 
 def fit_kernel_predictor(x, y, *, method="min_norm", r_w=1.0, r_u=1.0, lam=None, reduction="sum", rtol=None):
@@ -294,7 +312,8 @@ def fit_kernel_predictor(x, y, *, method="min_norm", r_w=1.0, r_u=1.0, lam=None,
     -----
     Accuracy: K to ~1e-15 relative in float64 (:func:`ntkref.kernels.wei_kernel`); the min-norm β has
     the conditioning of K (on 𝒟, e.g. λ_min/λ_max ≈ 1e-2 at d = 12, n = 40 distinct points; duplicates
-    make K exactly singular and are cut); float32 gives predictions good to ~1e-5 of Σ|βᵢ|K(x,x).
+    make K exactly singular and are cut); float32 gives predictions within 1e-6 of Σ|βᵢ|K(x,x) of the
+    float64 ones (measured 2.5e-8 at d = 10, n = 50; tested at 1e-6).
     """
     caller = "fit_kernel_predictor"
     method = check_option(method, "method", PREDICTOR_METHODS, caller=caller)
@@ -413,8 +432,11 @@ def lemma_b2_functions(x_train, beta, z, *, r_w=1.0, r_u=1.0):
     f_minus = f_orbit[2, :] + f_orbit[3, :]
     z_train = x_train[:, 2:]
     M = z.shape[0]
-    one_zero = xp.concat([xp.ones((M, 1), dtype=z.dtype), xp.zeros((M, 1), dtype=z.dtype), z], axis=1)
-    zero_one = xp.concat([xp.zeros((n, 1), dtype=z.dtype), xp.ones((n, 1), dtype=z.dtype), z_train], axis=1)
+    dev = device_of(z)
+    one_zero = xp.concat([xp.ones((M, 1), dtype=z.dtype, device=dev), xp.zeros((M, 1), dtype=z.dtype, device=dev), z],
+                         axis=1)
+    zero_one = xp.concat([xp.zeros((n, 1), dtype=z.dtype, device=dev), xp.ones((n, 1), dtype=z.dtype, device=dev),
+                          z_train], axis=1)
     f_tilde = wei_kernel(one_zero, zero_one, r_w=r_w, r_u=r_u) @ beta
     coef = lemma_b5_coefficients(d, r_w=r_w, r_u=r_u)
     nu = (z @ xp.matrix_transpose(z_train)) / (d - 1)
@@ -458,7 +480,7 @@ def orbit_error_bound(x_train, beta, z, *, r_w=1.0, r_u=1.0):
     caller = "orbit_error_bound"
     xp, x_train, beta, z, r_w, r_u = _check_predictor_inputs(x_train, beta, z, r_w, r_u, caller)
     f = _orbit_f(xp, x_train, beta, z, r_w, r_u)
-    labels = xp.reshape(xp.asarray(ORBIT_LABELS, dtype=f.dtype), (4, 1))
+    labels = xp.reshape(xp.asarray(ORBIT_LABELS, dtype=f.dtype, device=device_of(f)), (4, 1))
     wrong = xp.astype(labels * f <= 0, f.dtype)
     error_per_z = xp.mean(wrong, axis=0)
     agree = xp.sign(f[0, :] + f[1, :]) == xp.sign(f[2, :] + f[3, :])
@@ -514,6 +536,8 @@ def quadratic_feature_gram(z):
 
     and the paper needs λ_min ≳ k² for n ≲ k².  Its rank is ≤ k(k−1)/2 (the dimension of the
     symmetric off-diagonal features), so λ_min = 0 exactly once n > k(k−1)/2: the d² threshold.
+    Erratum (module docstring, item 5): for n ≥ k(k−1)/2 + 2 some β ≠ 0 with Σβᵢ = 0 lies in the null
+    space and the left side is 0, so Lemma B.6's "for n ≤ d²" is false; only n ≤ c·k², c < ½, can hold.
 
     Parameters
     ----------

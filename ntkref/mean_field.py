@@ -44,16 +44,24 @@ Errata in seed 002 App. E (documented; tests in tests/test_mean_field.py)
 - W* ≜ E_{ρ*}‖θ‖² is defined as a second moment but (E.13) uses W*² as if W* were its square root
   (W_t ≜ √E‖θ‖² elsewhere).  The step −E_{ρ*}[L′] ≤ −W*²·min{min L′, 0} is right with
   W*² = E_{ρ*}‖θ‖² and false with the literal (E‖θ‖²)² when E_{ρ*}‖θ‖² < 1 (test
-  ``test_e13_second_moment_reading``); consistently τ = ε/(2W*²), not ε/(2W*) as printed.
+  ``test_e13_second_moment_reading`` refutes that *step* for a δ-measure ρ*; the inequality (E.13) itself,
+  with W*² read as E_{ρ*}‖θ‖², is what :func:`optimality_certificate` implements).  Consistently the
+  threshold is τ = ε/(2W*²), not ε/(2W*) as printed; the later formulas (the definition of l and (E.15))
+  use τ = ε/(2W_ε²) (W_ε² ≥ W*², so K^{−ε/(2W_ε²)} ⊇ K^{−ε/(2W*²)} is nonempty whenever the latter is).
 - Lemma E.14 (log m(K^{−τ+δ}) ≥ −2d·log(c₂/δ)) uses a cap bound m(cap of chord radius r) ≥ r^{2d} that
   holds only for small r (≲ 0.32 on 𝕊¹); the cited Lemma 2.3 of Ball (1997) gives m ≥ ½(r/2)^d for all
-  0 ≤ r ≤ 2, i.e. log m(K^{−τ+δ}) ≥ −d·log(2c₂/δ) − log 2 (test ``test_lemma_e14_cap_bound``).
+  0 ≤ r ≤ 2, i.e. log m(K^{−τ+δ}) ≥ −d·log(2c₂/δ) − log 2 (test ``test_lemma_e14_cap_bound``).  In the
+  range the proof uses the printed bound is harmless for Example 3.2 with d ≥ 2: r = δ/c₂ ≤ τ/c₂ with
+  τ ≤ ½·max|g| − λ < ½·n·M_Φ (K^{−τ} nonempty) and c₂ = n·M_Φ + 2λ (k = n, M_R = √n), so r < ½, and for
+  d ≥ 2, r ≤ ½ the exact cap measure is ≥ r^{2d} (equality at d = 2, r = ½: Archimedes r²/4; tested for
+  d = 2…200).  Only d = 1 (sphere 𝕊¹) or general (Φ, R, V) with larger δ/c₂ is affected.
 - Assumption E.2 (Φ differentiable) fails for ReLU (the paper's footnote 3); the simulation uses the
   subgradient 𝟙(uᵀx ≥ 0).  All identities tested here hold exactly away from the kinks.
 
 Accuracy: float64 everything to rounding (the transport/GD identity to ~1e-14 relative); float32 inputs give
-float32 results (~1e-6 relative).  Randomness (fresh particles, sphere samples) is drawn on the host with
-``numpy.random.default_rng(seed)`` and moved to the inputs' namespace.
+float32 results within 1e-6 relative (L[ρ]: measured 2e-8–6e-8; tested at 1e-6).  Randomness (fresh
+particles, sphere samples) is drawn on the host with ``numpy.random.default_rng(seed)`` and moved to the
+inputs' namespace and device.
 """
 from __future__ import annotations
 
@@ -114,10 +122,15 @@ def _data(x, y, caller, xp=None):
     return x, xp.astype(y, x.dtype), xp
 
 
+def _points(theta, d, xp, dtype, caller, name="theta"):
+    return check_array(theta, name, caller=caller, ndim=2, xp=xp, dtype=dtype, shape=(None, d + 1))
+
+
 def _particles(theta, p, d, xp, dtype, caller, name="theta"):
-    theta = check_array(theta, name, caller=caller, ndim=2, xp=xp, dtype=dtype, shape=(None, d + 1))
+    theta = _points(theta, d, xp, dtype, caller, name)
     if p is None:
-        return theta, None
+        raise InvalidParameterError(
+            f"The 'p' parameter of {caller} is required (the weights of the particles, shape ({theta.shape[0]},)).")
     p = check_array(p, "p", caller=caller, ndim=1, xp=xp, dtype=dtype, shape=(theta.shape[0],))
     return theta, p
 
@@ -172,6 +185,30 @@ def _fv_grad(theta_eval, r, x, lam, xp):
     return xp.concat([gw[:, None], gu], axis=1)
 
 
+def _uniform_speed2(r, x, lam, xp):
+    r"""E_{θ̄∼U^d}‖∇L′[ρ](θ̄)‖² in closed form (the speed² of mass that stands for U^d).
+
+    With θ̄ = (w, u), g(u) = Σᵢrᵢ[uᵀxᵢ]₊, h(u) = Σᵢrᵢ𝟙(uᵀxᵢ ≥ 0)xᵢ: ‖∇L′‖² = (g + 2λw)² + ‖w h + 2λu‖²; the terms
+    odd in w vanish under w ↦ −w, and under U^d, w² = 1 − ‖u‖² with E‖u‖² = d/(d+1), ū = u/‖u‖ uniform on
+    𝕊^{d−1} independent of ‖u‖, so the mean is (d·E_ū[g(ū)²] + E_ū‖h(ū)‖²)/(d+1) + 4λ², with the arc-cosine
+    moments E_ū[[ūᵀxᵢ]₊[ūᵀxⱼ]₊] = ‖xᵢ‖‖xⱼ‖(sin θᵢⱼ + (π − θᵢⱼ)cos θᵢⱼ)/(2πd) and E_ū[𝟙𝟙] = (π − θᵢⱼ)/(2π).
+    θᵢⱼ = 2·atan2(‖x̂ᵢ − x̂ⱼ‖, ‖x̂ᵢ + x̂ⱼ‖) (accurate near 0 and π); zero rows contribute 0.
+    """
+    d = x.shape[1]
+    norms = xp.sqrt(xp.sum(x * x, axis=1))
+    safe = xp.where(norms > 0, norms, xp.ones_like(norms))
+    unit = x / safe[:, None]
+    diff = unit[:, None, :] - unit[None, :, :]
+    summ = unit[:, None, :] + unit[None, :, :]
+    angle = 2.0 * xp.atan2(xp.sqrt(xp.sum(diff * diff, axis=2)), xp.sqrt(xp.sum(summ * summ, axis=2)))
+    nn = norms[:, None] * norms[None, :]
+    relu_moment = nn * (xp.sin(angle) + (math.pi - angle) * xp.cos(angle)) / (2.0 * math.pi * d)
+    step_moment = (x @ xp.matrix_transpose(x)) * (math.pi - angle) / (2.0 * math.pi)
+    g2 = r @ (relu_moment @ r)
+    h2 = r @ (step_moment @ r)
+    return (d * g2 + h2) / (d + 1) + 4.0 * lam * lam
+
+
 # --------------------------------------------------------------------------- public evaluation functions
 def feature_map(theta, x):
     r"""Φ(θⱼ) for every particle: Φᵢ(θⱼ) = wⱼ·[uⱼᵀxᵢ]₊ (seed 002 Example 3.2).
@@ -189,7 +226,7 @@ def feature_map(theta, x):
     """
     x = check_array(x, "x", caller="feature_map", ndim=2)
     xp = namespace(x)
-    theta, _ = _particles(theta, None, x.shape[1], xp, x.dtype, "feature_map")
+    theta = _points(theta, x.shape[1], xp, x.dtype, "feature_map")
     relu, _ = _relu_parts(theta, x, xp)
     return theta[:, 0][:, None] * relu
 
@@ -233,7 +270,7 @@ def first_variation(theta_eval, theta, p, x, y, lam):
     x, y, xp = _data(x, y, "first_variation")
     lam = _lam(lam, "first_variation")
     theta, p = _particles(theta, p, x.shape[1], xp, x.dtype, "first_variation")
-    theta_eval, _ = _particles(theta_eval, None, x.shape[1], xp, x.dtype, "first_variation", name="theta_eval")
+    theta_eval = _points(theta_eval, x.shape[1], xp, x.dtype, "first_variation", name="theta_eval")
     r = _residual(_outputs(theta, p, x, xp), y, xp)
     return _fv(theta_eval, r, x, lam, xp)
 
@@ -246,8 +283,7 @@ def first_variation_gradient(theta_eval, theta, p, x, y, lam):
     x, y, xp = _data(x, y, "first_variation_gradient")
     lam = _lam(lam, "first_variation_gradient")
     theta, p = _particles(theta, p, x.shape[1], xp, x.dtype, "first_variation_gradient")
-    theta_eval, _ = _particles(theta_eval, None, x.shape[1], xp, x.dtype, "first_variation_gradient",
-                               name="theta_eval")
+    theta_eval = _points(theta_eval, x.shape[1], xp, x.dtype, "first_variation_gradient", name="theta_eval")
     r = _residual(_outputs(theta, p, x, xp), y, xp)
     return _fv_grad(theta_eval, r, x, lam, xp)
 
@@ -273,18 +309,19 @@ def flow_time_derivative(theta, p, x, y, lam, sigma, *, sphere=None):
     if sphere is None:
         uniform_fv = lam
     else:
-        sphere, _ = _particles(sphere, None, x.shape[1], xp, x.dtype, "flow_time_derivative", name="sphere")
+        sphere = _points(sphere, x.shape[1], xp, x.dtype, "flow_time_derivative", name="sphere")
         uniform_fv = xp.mean(_fv(sphere, r, x, lam, xp))
     return -sigma * mean_fv + sigma * uniform_fv - speed2
 
 
-def sphere_uniform(n_points, dim, seed, *, antithetic=False, xp=None, dtype=None):
+def sphere_uniform(n_points, dim, seed, *, antithetic=False, xp=None, dtype=None, device=None):
     r"""``n_points`` i.i.d. points of the uniform distribution on 𝕊^{dim−1} ⊂ ℝ^{dim} (normalised Gaussians).
 
     With ``antithetic=True`` (``n_points`` even) the second half is the first with column 0 (the output
     weight w) negated: the set is then exactly invariant under w ↦ −w, as U^d is, so its re-injection adds
     nothing to ∫Φ dρ (only λ·mass to ∫V dρ).  Drawn on the host with ``numpy.random.default_rng(seed)``.
-    Returns shape (n_points, dim) in ``xp`` (default namespace if None), float64 unless ``dtype``.
+    Returns shape (n_points, dim) in ``xp`` (default namespace if None) on ``device`` (default device if
+    None), float64 unless ``dtype``.
     """
     import numpy as np  # host-side seeded draw
 
@@ -302,7 +339,21 @@ def sphere_uniform(n_points, dim, seed, *, antithetic=False, xp=None, dtype=None
     else:
         pts = _unit_rows(rng.standard_normal((n_points, dim)))
     xp = default_namespace() if xp is None else xp
-    return xp.asarray(pts, dtype=xp.float64 if dtype is None else dtype)
+    return xp.asarray(pts, dtype=xp.float64 if dtype is None else dtype, device=device)
+
+
+def _antithetic_groups(n_groups, group, dim, rng):
+    """Host (n_groups·group, dim) unit rows; each consecutive block of ``group`` (even) rows is w-symmetric.
+
+    Block j is (q₁, …, q_{group/2}, q₁′, …, q_{group/2}′) with q′ = q with column 0 negated, so every single
+    injection of the ``append`` simulator is exactly invariant under w ↦ −w (not only a whole pre-drawn block).
+    """
+    import numpy as np  # host-side seeded draw
+
+    half = _unit_rows(rng.standard_normal((n_groups * (group // 2), dim))).reshape(n_groups, group // 2, dim)
+    flipped = half.copy()
+    flipped[:, :, 0] = -flipped[:, :, 0]
+    return np.concatenate([half, flipped], axis=1).reshape(n_groups * group, dim)
 
 
 def _unit_rows(g):
@@ -349,7 +400,7 @@ def network_objective(Theta, x, y, lam):
     """
     x, y, xp = _data(x, y, "network_objective")
     lam = _lam(lam, "network_objective")
-    Theta, _ = _particles(Theta, None, x.shape[1], xp, x.dtype, "network_objective", name="Theta")
+    Theta = _points(Theta, x.shape[1], xp, x.dtype, "network_objective", name="Theta")
     ones = xp.ones((Theta.shape[0],), dtype=x.dtype, device=device_of(x))
     a = _outputs(Theta, ones, x, xp)
     return _loss_R(a, y, xp) / x.shape[0] + lam * xp.sum(Theta * Theta)
@@ -363,8 +414,11 @@ def perturbed_step(theta, p, x, y, lam, eta, sigma, fresh):
 
     i.e. transport θⱼ ← θⱼ − η∇L′[ρ_t](θⱼ), shrink the weights pⱼ ← (1 − ησ)pⱼ, and append the M rows of
     ``fresh`` (points of 𝕊^d, e.g. :func:`sphere_uniform`) with weight ησ/M each.  This is App. E.3's
-    ρ_t + η(−σρ_t + σU^d − ∇·(vρ_t)) with U^d replaced by its empirical measure Û, up to the O(η²σ)
-    transport of the removed mass.  Total mass is conserved exactly (up to rounding).
+    ρ_t + η(−σρ_t + σU^d − ∇·(vρ_t)) with U^d replaced by its empirical measure Û, reading the transport
+    term ρ_t − η∇·(vρ_t) as the push-forward (id + ηv)_#ρ_t (the particle reading): the two differ by the
+    O(η²σ) transport of the removed mass ησρ_t.  Against the literal linearized update (the signed measure
+    acting on test functions φ as ∫φ dρ_t + η∫∇φ·v dρ_t) the difference is O(η²) (the push-forward's
+    second-order term ½η²∫vᵀ∇²φ v dρ_t).  Total mass is conserved exactly (up to rounding).
     Returns (theta, p) with m + M rows.
     """
     x, y, xp = _data(x, y, "perturbed_step")
@@ -374,7 +428,7 @@ def perturbed_step(theta, p, x, y, lam, eta, sigma, fresh):
     if eta * sigma > 1:
         raise InvalidParameterError(f"perturbed_step needs eta*sigma <= 1 (weights stay >= 0); got {eta * sigma!r}.")
     theta, p = _particles(theta, p, x.shape[1], xp, x.dtype, "perturbed_step")
-    fresh, _ = _particles(fresh, None, x.shape[1], xp, x.dtype, "perturbed_step", name="fresh")
+    fresh = _points(fresh, x.shape[1], xp, x.dtype, "perturbed_step", name="fresh")
     r = _residual(_outputs(theta, p, x, xp), y, xp)
     moved = theta - eta * _fv_grad(theta, r, x, lam, xp)
     k = fresh.shape[0]
@@ -403,6 +457,9 @@ def regularity_constants(x, lam, *, k=None):
     xp = namespace(x)
     lam = _lam(lam, "regularity_constants")
     n = x.shape[0]
+    if n == 0 or x.shape[1] == 0:
+        raise InvalidParameterError(
+            f"The 'x' parameter of regularity_constants must have at least one row and one column; got shape {x.shape}.")
     k = n if k is None else check_int(k, "k", caller="regularity_constants", low=1)
     gram_eigs, _ = eigh(xp.matrix_transpose(x) @ x, xp)
     op_norm = math.sqrt(max(float(xp.max(gram_eigs)), 0.0))
@@ -492,7 +549,8 @@ def min_first_variation(theta, p, x, y, lam, *, method="auto", n_samples=100_000
             b, u, g = _max_abs_g_on(cand, r, x, xp)
             if best is None or bool(b > best):
                 best, u_star, g_star = b, u, g
-    sign = xp.where(g_star >= 0, xp.asarray(1.0, dtype=x.dtype), xp.asarray(-1.0, dtype=x.dtype))
+    dev = device_of(x)
+    sign = xp.where(g_star >= 0, xp.asarray(1.0, dtype=x.dtype, device=dev), xp.asarray(-1.0, dtype=x.dtype, device=dev))
     theta_bar = xp.concat([xp.reshape(-sign, (1,)), u_star]) / math.sqrt(2.0)
     return lam - 0.5 * best, theta_bar
 
@@ -513,13 +571,17 @@ def optimality_certificate(theta, p, x, y, lam, *, min_fv=None):
     x, y, xp = _data(x, y, "optimality_certificate")
     lam = _lam(lam, "optimality_certificate", positive=True)
     theta, p = _particles(theta, p, x.shape[1], xp, x.dtype, "optimality_certificate")
+    if bool(xp.any(p < 0)):
+        raise InvalidParameterError("The 'p' parameter of optimality_certificate must be nonnegative (ρ is a measure).")
     if min_fv is None:
         min_fv, _ = min_first_variation(theta, p, x, y, lam)
     a = _outputs(theta, p, x, xp)
     r = _residual(a, y, xp)
     value = _loss_R(a, y, xp) + lam * xp.sum(p * xp.sum(theta * theta, axis=1))
     mean_fv = xp.sum(r * a) + lam * xp.sum(p * xp.sum(theta * theta, axis=1))
-    return mean_fv + (value / lam) * xp.maximum(-xp.asarray(min_fv, dtype=x.dtype), xp.asarray(0.0, dtype=x.dtype))
+    dev = device_of(x)
+    neg_min = -xp.asarray(min_fv, dtype=x.dtype, device=dev)
+    return mean_fv + (value / lam) * xp.maximum(neg_min, xp.zeros_like(neg_min))
 
 
 # --------------------------------------------------------------------------- Lemma E.14
@@ -556,11 +618,14 @@ class FlowRecord:
     second_moment : array (T,)
         W_t² = E_{ρ_t}‖θ‖² (App. E.2).
     speed2 : array (T,)
-        E_{ρ_t}‖v[ρ_t]‖² (Lemma E.7).
+        E_{ρ_t}‖v[ρ_t]‖² (Lemma E.7); mass waiting for re-injection (``inject_every > 1``) counts as U^d,
+        E_{U^d}‖v‖² = (d·E_ū[g²] + E_ū‖h‖²)/(d+1) + 4λ² in closed form (g(ū) = Σᵢrᵢ[ūᵀxᵢ]₊,
+        h(ū) = Σᵢrᵢ𝟙(ūᵀxᵢ ≥ 0)xᵢ).
     n_particles : list of int
         Number of particles carrying mass.
     min_first_variation, certificate : array (T,) or None
-        min over 𝕊^d of L′[ρ_t] and the (E.13) certificate, when ``track_min=True``.
+        min over 𝕊^d of L′[ρ_t] and the (E.13) certificate, when ``track_min=True`` (the waiting mass, as
+        U^d, adds λ·pending to L and to E[L′]: the certificate grows by λ·pending·(1 + max{0, −min L′}/λ)).
     theta, p : arrays
         The final particles and weights (mass-carrying ones only).
     """
@@ -590,14 +655,15 @@ def perturbed_wasserstein_flow(x, y, *, n_particles=400, steps=1000, eta=0.05, s
     3. noise re-injection σ(U^d − ρ), by one of
        - ``reinjection="append"`` (deterministic weights; App. E.3's update with U^d replaced by the
          empirical measure of ``n_new`` fresh uniform points): pⱼ ← (1 − ησ)pⱼ and ``n_new`` fresh points of
-         𝕊^d join with weight ησ/n_new each (drawn antithetically in w when ``n_new`` is even, so the
-         injected measure is exactly w-symmetric like U^d).  Mass is conserved; the particle count grows by
-         ``n_new`` per injection (fresh particles are pre-drawn in blocks and carry zero weight until
-         injected).  ``inject_every=K > 1`` lumps K steps of re-injection: the decayed mass
+         𝕊^d join with weight ησ/n_new each (drawn antithetically in w when ``n_new`` is even: the n_new
+         points of every single injection are exactly w-symmetric, like U^d).  Mass is conserved; the
+         particle count grows by ``n_new`` per injection (fresh particles are pre-drawn in blocks and carry
+         zero weight until injected).  ``inject_every=K > 1`` lumps K steps of re-injection: the decayed mass
          Σ_{s<K} ησ(1 − ησ)^s waits and joins at once on ``n_new`` fresh points every K steps (and at the
          last step), so the count grows K times slower; records count the waiting mass as the uniform
-         measure it stands for (it adds λ per unit mass to L and nothing to ∫Φ dρ), and the returned
-         weights always sum to 1;
+         measure it stands for (it adds λ per unit mass to L, E[L′] and the certificate's L, 1 to W²,
+         E_{U^d}‖v‖² to the speed², and nothing to ∫Φ dρ), and the returned weights always sum to 1;
+         fresh particles do not move before they are injected;
        - ``reinjection="resample"`` (fixed count; "re-initializing a very small fraction of the neurons",
          §3): each particle independently, with probability ησ, is replaced by a fresh point of 𝕊^d with
          its weight kept.  The expected next measure is (1 − ησ)(id + ηv)_#ρ + ησU^d.
@@ -652,7 +718,7 @@ def perturbed_wasserstein_flow(x, y, *, n_particles=400, steps=1000, eta=0.05, s
         m = check_int(n_particles, "n_particles", caller=caller, low=1)
         theta = xp.asarray(init_scale * _unit_rows(rng.standard_normal((m, d + 1))), dtype=dtype, device=dev)
     else:
-        theta, _ = _particles(theta0, None, d, xp, dtype, caller, name="theta0")
+        theta = _points(theta0, d, xp, dtype, caller, name="theta0")
         m = theta.shape[0]
         if m == 0:
             raise InvalidParameterError(f"The 'theta0' parameter of {caller} must have at least one row.")
@@ -665,9 +731,10 @@ def perturbed_wasserstein_flow(x, y, *, n_particles=400, steps=1000, eta=0.05, s
 
     append = reinjection == "append" and sigma > 0
     if append and n_new % 2 == 0:
-        draw = lambda k: sphere_uniform(k * n_new, d + 1, rng, antithetic=True, xp=xp, dtype=dtype)  # noqa: E731
+        # each injection (n_new consecutive rows) is itself w-symmetric, like U^d
+        draw = lambda k: xp.asarray(_antithetic_groups(k, n_new, d + 1, rng), dtype=dtype, device=dev)  # noqa: E731
     else:
-        draw = lambda k: sphere_uniform(k * n_new, d + 1, rng, xp=xp, dtype=dtype)  # noqa: E731
+        draw = lambda k: sphere_uniform(k * n_new, d + 1, rng, xp=xp, dtype=dtype, device=dev)  # noqa: E731
     # zero-weight pending fresh particles; active[j] says whether particle j has been injected
     n_active = m
     block = 256
@@ -676,7 +743,8 @@ def perturbed_wasserstein_flow(x, y, *, n_particles=400, steps=1000, eta=0.05, s
     rec = {k: [] for k in ("steps", "loss", "mean_fv", "w2", "speed2", "count", "min_fv", "cert")}
 
     def record(t, a, r, grad, pending):
-        # mass awaiting re-injection counts as its uniform measure: ∫Φ dU^d = 0, ∫V dU^d = λ, ∫‖θ‖² dU^d = 1
+        # mass awaiting re-injection counts as its uniform measure: ∫Φ dU^d = 0, ∫V dU^d = λ, ∫‖θ‖² dU^d = 1,
+        # ∫‖∇L′‖² dU^d = _uniform_speed2 (closed form)
         sq = xp.sum(theta * theta, axis=1)
         w2 = xp.sum(p * sq) + pending
         loss = _loss_R(a, y, xp) + lam * w2
@@ -684,7 +752,10 @@ def perturbed_wasserstein_flow(x, y, *, n_particles=400, steps=1000, eta=0.05, s
         rec["loss"].append(float(loss))
         rec["mean_fv"].append(float(xp.sum(r * a) + lam * w2))
         rec["w2"].append(float(w2))
-        rec["speed2"].append(float(xp.sum(p * xp.sum(grad * grad, axis=1))))
+        speed2 = xp.sum(p * xp.sum(grad * grad, axis=1))
+        if pending:
+            speed2 = speed2 + pending * _uniform_speed2(r, x, lam, xp)
+        rec["speed2"].append(float(speed2))
         rec["count"].append(n_active)
         if track_min:
             mv, _ = min_first_variation(theta, p, x, y, lam, method=min_method, n_samples=min_samples,

@@ -135,6 +135,41 @@ def test_bad_inputs(xp, asxp):
         D.fit_kernel_predictor(X, y, r_w=0.0, r_u=0.0)
     with pytest.raises(InvalidParameterError, match="'r_u'"):
         D.lemma_b5_coefficients(5, r_u=-1.0)
+    # reproducibility: the seed must be an int or a Generator
+    for bad in (None, "x", 1.5, -3):
+        with pytest.raises(InvalidParameterError, match="'seed'"):
+            D.sample_sparse_xor(4, 5, seed=bad)
+        with pytest.raises(InvalidParameterError, match="'seed'"):
+            D.sample_hypercube(4, 5, seed=bad)
+    # one label per test point (a single label must not broadcast over 10 points)
+    pred = D.fit_kernel_predictor(X, y)
+    with pytest.raises(InvalidParameterError, match="'y'"):
+        pred.error_rate(X, asxp(np.ones(1)))
+    with pytest.raises(InvalidParameterError, match="'y'"):
+        pred.error_rate(X, asxp(np.ones(11)))
+    assert pred.error_rate(X, y) == 0.0  # min-norm interpolation: no training error
+
+
+def test_device_placement(xp, asxp, tonp):
+    """Arrays created inside the module live on the inputs' device (array_api_strict's second device; under
+    NumPy there is only one device and the check is skipped)."""
+    if "array_api_strict" not in getattr(xp, "__name__", ""):
+        pytest.skip("needs a namespace with several devices")
+    from ntkref._backend import device_of
+
+    dev = xp.Device("device1")
+    X, y = D.sample_sparse_xor(12, 6, seed=0)
+    Xd, yd = xp.asarray(tonp(X), device=dev), xp.asarray(tonp(y), device=dev)
+    z = xp.asarray(tonp(D.hypercube(4)), device=dev)
+    assert device_of(D.sign_orbit(z)) == dev
+    beta = xp.asarray(np.linspace(-1, 1, 12), device=dev)
+    vals = D.lemma_b2_functions(Xd, beta, z)
+    assert all(device_of(v) == dev for v in vals)
+    b = D.orbit_error_bound(Xd, beta, z)
+    assert device_of(b.error_per_z) == dev
+    pred = D.fit_kernel_predictor(Xd, yd)
+    assert device_of(pred.beta) == dev and pred.error_rate(Xd, yd) == 0.0
+    assert device_of(D.quadratic_feature_gram(z)) == dev
 
 
 # =========================================================================== T2: the NTK
@@ -364,6 +399,33 @@ def test_quadratic_feature_gram_identity(xp, asxp, tonp):
         assert math.isclose(lhs, k**2 * beta.sum() ** 2 + 2 * beta @ G @ beta, rel_tol=1e-12)
 
 
+@pytest.mark.parametrize("n", [17, 20, 36])
+def test_lemma_b6_counterexample(n, xp, asxp, tonp):
+    """Erratum: Lemma B.6 ("for n ≤ d²", any g with aⱼ ≥ 0: E_z[(Σβᵢg(zᵀzᵢ))²] ≳ a₂²k²‖β‖²) is false.  k = 6,
+    n ∈ {17, 20, 36} ≤ k² = 36 but ≥ k(k−1)/2 + 2 = 17; on EVERY draw (three here, repeats allowed) a unit β in
+    null(ÑᵀÑ) ∩ 1^⊥ exists and, with g(x) = x² (a₂ = 1), full enumeration of z ∈ {±1}⁶ gives
+    E_z[(Σβᵢ(zᵀzᵢ)²)²] ≤ 1e-20 against the promised order k² = 36.  Contrast: n = 5 ≤ 0.15k² has λ_min > 0."""
+    k = 6
+    Z = np.asarray(D.hypercube(k))
+    for seed in range(3):
+        zi = np.asarray(D.sample_hypercube(n, k, seed=100 + seed))
+        G = tonp(D.quadratic_feature_gram(asxp(zi)))
+        w, V = np.linalg.eigh(G)
+        null = V[:, w <= 1e-9 * w[-1]]
+        assert null.shape[1] >= n - k * (k - 1) // 2  # the rank bound
+        coef = np.linalg.svd((null.T @ np.ones(n))[None, :])[2][-1]  # orthogonal to 1 within the null space
+        beta = null @ coef
+        beta /= np.linalg.norm(beta)
+        assert abs(beta.sum()) <= 1e-12
+        lhs = np.mean(((Z @ zi.T) ** 2 @ beta) ** 2)
+        assert lhs <= 1e-20 * k**2
+        # the corrected identity (B.9) explains it: k²(Σβ)² + 2βᵀÑᵀÑβ = 0
+        assert k**2 * beta.sum() ** 2 + 2 * beta @ G @ beta <= 1e-12
+    zi = np.asarray(D.sample_hypercube(5, k, seed=7))
+    assert len({tuple(r) for r in np.vstack([zi, -zi])}) == 10  # distinct up to sign
+    assert np.linalg.eigvalsh(tonp(D.quadratic_feature_gram(asxp(zi))))[0] >= 1.0
+
+
 def test_rank_threshold(asxp, tonp):
     """The d² threshold is a rank fact: rank(ÑᵀÑ) ≤ k(k−1)/2, so λ_min = 0 once n > k(k−1)/2; for n = 0.1k²
     λ_min/k² ≥ 0.12 (calibration over 5 seeds each: 0.28–0.30 at k = 20, 0.24–0.31 at k = 30)."""
@@ -409,6 +471,10 @@ def test_quarter_agreement_inequality_every_draw(d, n, seed, data, r_w, r_u, asx
     b = D.orbit_error_bound(Xx, bx, zx, r_w=r_w, r_u=r_u)
     err, agree = tonp(b.error_per_z), tonp(b.agree_per_z)
     assert np.all(err >= agree / 4)
+    # the pairing is f⁺ = (1,0,z) + (−1,0,z) against f⁻ = (0,1,z) + (0,−1,z), from independently computed values
+    pred0 = D.KernelPredictor(x_train=Xx, beta=bx, r_w=r_w, r_u=r_u)
+    direct0 = tonp(pred0(asxp(tonp(D.sign_orbit(zx)).reshape(-1, d)))).reshape(4, -1)
+    assert np.array_equal(agree, np.sign(direct0[0] + direct0[1]) == np.sign(direct0[2] + direct0[3]))
     assert b.error >= b.lower_bound and b.lower_bound == b.agreement / 4
     assert math.isclose(b.error, float(np.mean(err)), rel_tol=1e-12) and np.all(np.isin(err * 4, [0, 1, 2, 3, 4]))
     vals = D.lemma_b2_functions(Xx, bx, zx, r_w=r_w, r_u=r_u)
@@ -443,7 +509,7 @@ def test_predictor_fits(d, n, xp, asxp, tonp):
 
 
 def test_float32(xp, tonp):
-    """float32 inputs give float32 outputs; orbit values agree with float64 to 1e-4 of Σ|βᵢ|·K-scale (d = 10)."""
+    """float32 inputs give float32 outputs; orbit values agree with float64 to 1e-6 of Σ|βᵢ|·K-scale (d = 10)."""
     out = {}
     for dt in (xp.float32, xp.float64):
         X, y = D.sample_sparse_xor(50, 10, seed=29, xp=xp, dtype=dt)
@@ -453,7 +519,8 @@ def test_float32(xp, tonp):
         assert p.beta.dtype == dt and v.f_orbit.dtype == dt and v.f_hat.dtype == dt
         out[dt] = (tonp(v.f_orbit).astype(float), tonp(v.f_tilde).astype(float), float(np.sum(np.abs(tonp(p.beta)))))
     (f32, t32, _), (f64, t64, b64) = out[xp.float32], out[xp.float64]
-    assert np.allclose(f32, f64, rtol=0, atol=1e-4 * b64 * 9) and np.allclose(t32, t64, rtol=0, atol=1e-4 * b64 * 9)
+    # measured ≤ 2.5e-8 of Σ|βᵢ|·K(x,x) (K(x,x) = d − 1 = 9): float32 rounding of sums of ~50 kernel terms
+    assert np.allclose(f32, f64, rtol=0, atol=1e-6 * b64 * 9) and np.allclose(t32, t64, rtol=0, atol=1e-6 * b64 * 9)
 
 
 @pytest.mark.parametrize("method,lam", [("min_norm", None), ("ridge", 1e-2), ("svm", 1e-2), ("hard_margin_svm", None),
@@ -584,14 +651,18 @@ def test_regularized_net_beats_kernel_d10(xp):
 
 
 def test_loss_upper_bound_closed_form():
-    """U(λ) = min_s log(1 + e^{−s}) + 8λs equals its closed form (scipy's bounded scalar minimiser)."""
+    """U(λ) = min_{s≥0} log(1 + e^{−s}) + 8λs equals its closed form (scipy's bounded scalar minimiser), also for
+    λ ≥ 1/16 where the minimiser is s = 0 (the old closed form hit a math domain error there)."""
     from scipy.optimize import minimize_scalar
 
-    for lam in (1e-1 / 16, 1e-3, 1e-5):
+    for lam in (1e-1 / 16, 1e-3, 1e-5, 1 / 16 - 1e-9, 1 / 16, 0.1, 2.0):
         res = minimize_scalar(lambda s: np.logaddexp(0, -s) + 8 * lam * s, bounds=(0, 100), method="bounded",
                               options={"xatol": 1e-12})
-        assert math.isclose(loss_upper_bound(lam), res.fun, rel_tol=1e-9)
+        # for λ ≥ 1/16 the minimum over s ≥ 0 is at s = 0: log 2 (the bounded search ends within 1e-12 of 0)
+        assert math.isclose(loss_upper_bound(lam), min(res.fun, math.log(2)), rel_tol=1e-9)
     assert math.isclose(loss_upper_bound(1e-3), 0.0466, abs_tol=5e-5)
+    with pytest.raises(InvalidParameterError, match="'lam'"):
+        loss_upper_bound(0.0)
 
 
 def test_net_trainer_gradient_by_finite_differences():

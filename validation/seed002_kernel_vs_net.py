@@ -2,11 +2,11 @@
 
 What is run (host NumPy; ``run(log, plt=None, outdir=None, *, quick=False) -> Section``):
 
-- data: seed 002's distribution 𝒟 (eq. (2.1), :func:`ntkref.distributions.sample_sparse_xor`), d ∈ {10, 20}
-  (quick: d = 10 only; full: d ∈ {10, 20, 30});
+- data: seed 002's distribution 𝒟 (eq. (2.1), :func:`ntkref.distributions.sample_sparse_xor`),
+  d ∈ {10, 20, 30} (quick: d ∈ {10, 20}, one trial per point, a coarser n grid);
 - kernel predictors of the two-layer ReLU NTK with (r_w, r_u) = (1, 1) (the usual NTK) and (0, 1) (the "ReLU
   features" kernel of Fig. 4, whose caption says r₁ = 0, r₂ = 1), β = the min-norm interpolant K⁺y (the limit of
-  gradient descent on the squared loss of a very wide net); test error **exact** for d ≤ 12 (every one of the
+  gradient descent on the squared loss of a very wide net); test error **exact** for d ≤ 14 (every one of the
   4·2^{d−2} support points, via the sign orbits of all z ∈ {±1}^{d−2}) and on 4·M orbit-stratified points
   otherwise;
 - the certified lower bound of the proof of Thm B.1, error ≥ ¼·P_z[sign f⁺ = sign f⁻]
@@ -27,7 +27,6 @@ values are not in the seed text, so only the qualitative claims are checked.
 """
 from __future__ import annotations
 
-import math
 import os
 import time
 
@@ -108,13 +107,15 @@ def regularized_loss(U, w, x, y, lam):
 
 
 def loss_upper_bound(lam):
-    r"""U(λ) = min_{s ≥ 0} log(1 + e^{−s}) + 8λs ≥ min L_λ on any sample of 𝒟 (the width-4 net scaled by √(s/… )).
+    r"""U(λ) = min_{s ≥ 0} log(1 + e^{−s}) + 8λs ≥ min L_λ on any sample of 𝒟 (the width-4 net scaled by √s).
 
     The width-4 net Θ₄ (u = ±e₁, ±e₂, w = (1, 1, −1, −1)) has y f = 1 on supp 𝒟 and ‖Θ₄‖² = 8; √s·Θ₄ has
-    y f = s and norm² 8s.  Closed form for λ < 1/16: −log(1 − 8λ) + 8λ log((1 − 8λ)/(8λ)).
+    y f = s and norm² 8s.  Closed form for 0 < λ < 1/16: −log(1 − 8λ) + 8λ log((1 − 8λ)/(8λ)); log 2 (s = 0)
+    for λ ≥ 1/16.  Delegates to :func:`ntkref.margins.width4_loss_upper_bound` (λ > 0 checked there).
     """
-    a = 8.0 * lam
-    return -math.log1p(-a) + a * math.log((1.0 - a) / a)
+    from ntkref.margins import width4_loss_upper_bound
+
+    return width4_loss_upper_bound(lam)
 
 
 # --------------------------------------------------------------------------- one point of the curve
@@ -271,7 +272,7 @@ def run(log, plt=None, outdir=None, *, quick=False):
                      + (f"{r['net']:.3f} | {r['net_loss']:.4f} | {r['net_margin']:.3f} |" if "net" in r else "– | – | – |"))
     md = ("Seed 002 Theorem 2.1 on its distribution 𝒟 (App. F.3 / Fig. 4 style; see the module docstring for how this "
           "differs from F.3's teacher-network data).  Kernel: min-norm interpolant of the two-layer ReLU NTK "
-          "(r_w, r_u); net: width 32, λ = 1e-3, 4000 GD steps.  Test errors are exact for d ≤ 12 (all support points) "
+          "(r_w, r_u); net: width 32, λ = 1e-3, 4000 GD steps.  Test errors are exact for d ≤ 14 (all support points) "
           f"and on {4 * M} orbit-stratified points otherwise; {trials} trial(s) per point.  U(λ = 1e-3) = "
           f"{loss_upper_bound(1e-3):.4f} bounds min L_λ (the width-4 net); the population max normalized margin is "
           "1/8.  ¼·agree is the certified lower bound of the proof of Thm B.1 (error ≥ ¼·P[sign f⁺ = sign f⁻], exact "
