@@ -1,4 +1,4 @@
-r"""Adversarial attacks, adversarial training and its tangent-kernel dynamics (seed 003, Ch. 1.5 and Ch. 3).
+r"""Adversarial attacks, adversarial training and its tangent-kernel dynamics (seed 003, §1.4 and Ch. 3).
 
 Conventions
 -----------
@@ -35,7 +35,8 @@ Seed 003 equations implemented here
 - Lemma 3.5.3, (3.22) and (3.27): the bound on |f(x̃) − f(x)| after a k-step attack —
   :func:`attack_displacement_bound`;
 - (3.39)–(3.43): softmax cross-entropy and its gradient — :func:`softmax`, :func:`log_softmax`,
-  :func:`softmax_cross_entropy`, :func:`softmax_cross_entropy_gradient`.
+  :func:`softmax_cross_entropy`, :func:`softmax_cross_entropy_gradient`;
+- (3.46): the Lipschitz constant C of a loss's gradient — :func:`loss_gradient_lipschitz`.
 
 Errata in seed 003 (tested in tests/test_adversarial.py)
 --------------------------------------------------------
@@ -75,6 +76,7 @@ __all__ = [
     "fgsm",
     "input_gradient",
     "log_softmax",
+    "loss_gradient_lipschitz",
     "loss_input_gradient",
     "mixed_tangent_kernel",
     "mixed_tangent_kernel_diagonal",
@@ -231,6 +233,23 @@ def _attack_args(x, eps, norm, domain, caller):
     return xp, x, eps, norm, dom
 
 
+def _check_targets(y, n, xp, caller):
+    """Labels/targets: finite, 1-D with one entry per row of x (never broadcast)."""
+    return check_array(y, "y", caller=caller, ndim=1, xp=xp, shape=(n,))
+
+
+def _check_attack_targets(y, n, xp, caller):
+    """y of an attack is passed to the caller's gradient unchanged: None, or an array with one row per point."""
+    if y is None:
+        return None
+    y = check_array(y, "y", caller=caller, xp=xp)
+    if y.ndim == 0 or y.shape[0] != n:
+        raise InvalidParameterError(
+            f"The 'y' parameter of {caller} must be None or have one entry (row) per row of x ({n}); "
+            f"got shape {tuple(y.shape)}.")
+    return y
+
+
 def _call_grad(loss_input_grad, x_adv, y, xp, caller):
     if not callable(loss_input_grad):
         raise InvalidParameterError(
@@ -273,6 +292,7 @@ def fgsm(loss_input_grad, x, y, *, eps, norm="linf", domain=None):
     x_adv : array (n, d) with ‖x_adv − x‖ ≤ ε (exactly, up to one rounding of x + ε).
     """
     xp, x, eps, norm, dom = _attack_args(x, eps, norm, domain, "fgsm")
+    y = _check_attack_targets(y, x.shape[0], xp, "fgsm")
     g = _call_grad(loss_input_grad, x, y, xp, "fgsm")
     return _clip(x + eps * _unit_direction(g, norm, xp), dom, xp)
 
@@ -310,6 +330,7 @@ def pgd(loss_input_grad, x, y, *, eps, step_size, steps, norm="linf", domain=Non
     x_adv : array (n, d), or (x_adv, path) if ``return_path``.
     """
     xp, x, eps, norm, dom = _attack_args(x, eps, norm, domain, "pgd")
+    y = _check_attack_targets(y, x.shape[0], xp, "pgd")
     step_size = check_real(step_size, "step_size", caller="pgd", low=0.0, closed="neither")
     steps = check_int(steps, "steps", caller="pgd", low=1)
     x_t = x
@@ -414,6 +435,9 @@ def mtk_output_change(net, params, x, x_adv, y, loss, *, lr):
     (:class:`ntkref.nets.Linearized`), with an O(η²) remainder for nets.
     """
     lr = check_real(lr, "lr", caller="mtk_output_change", low=0.0)
+    xp = namespace(x_adv)
+    x_adv = check_array(x_adv, "x_adv", caller="mtk_output_change", ndim=2, xp=xp)
+    y = _check_targets(y, x_adv.shape[0], xp, "mtk_output_change")
     loss_obj = _as_loss(loss)
     z_adv = net.apply(params, x_adv)
     lprime = loss_obj.derivative(z_adv, y)
@@ -438,6 +462,9 @@ def adversarial_gradient_step(net, params, x_adv, y, loss, *, lr):
     ``net.vjp``.  (The printed (3.4) would be N times larger: erratum.)  Returns new params.
     """
     lr = check_real(lr, "lr", caller="adversarial_gradient_step", low=0.0)
+    xp = namespace(x_adv)
+    x_adv = check_array(x_adv, "x_adv", caller="adversarial_gradient_step", ndim=2, xp=xp)
+    y = _check_targets(y, x_adv.shape[0], xp, "adversarial_gradient_step")
     loss_obj = _as_loss(loss)
     lprime = loss_obj.derivative(net.apply(params, x_adv), y)
     grads = net.vjp(params, x_adv, lprime)
@@ -478,13 +505,13 @@ def adversarial_training(net, params0, x, y, loss, *, eps, lr, steps, attack="pg
 
     For t = 0..T−1: X̃_t = Attack(θ_t, X, Y) (the inner maximisation of (3.1) on the same loss), then
     θ_{t+1} = θ_t − (η/N) J_t(X̃_t)ᵀ l′(f_t(X̃_t), Y) (:func:`adversarial_gradient_step`).  ``eps = 0``
-    is natural training (no attack).
+    is natural training (no attack is run, not even a callable one).
 
     Parameters
     ----------
     net : a net with ``apply``, ``vjp`` (and ``input_gradient`` support for the built-in attacks).
     params0 : initial parameters (not modified).
-    x : array (N, d); y : labels/targets for ``loss``.
+    x : array (N, d); y : array (N,), labels/targets for ``loss`` (finite, one per row of x).
     loss : an ``ntkref.losses`` name or Loss.
     eps : float ≥ 0; lr : float > 0 (η); steps : int ≥ 1 (T).
     attack : "pgd", "fgsm" or a callable ``attack(params, x, y) -> x_adv``.
@@ -501,6 +528,7 @@ def adversarial_training(net, params0, x, y, loss, *, eps, lr, steps, attack="pg
     caller = "adversarial_training"
     xp = namespace(x)
     x = check_array(x, "x", caller=caller, ndim=2, xp=xp)
+    y = _check_targets(y, x.shape[0], xp, caller)
     eps = check_real(eps, "eps", caller=caller, low=0.0)
     lr = check_real(lr, "lr", caller=caller, low=0.0, closed="neither")
     steps = check_int(steps, "steps", caller=caller, low=1)
@@ -520,7 +548,7 @@ def adversarial_training(net, params0, x, y, loss, *, eps, lr, steps, attack="pg
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
 
     def run_attack(params):
-        if eps == 0.0 and not callable(attack):
+        if eps == 0.0:  # natural training: the ε-ball is {x}, whatever the attack
             return x
         if callable(attack):
             return attack(params, x, y)
@@ -577,8 +605,12 @@ def robust_accuracy(net, params, x, y, *, eps, norm="linf", steps=20, step_size=
     xp = namespace(x)
     x = check_array(x, "x", caller="robust_accuracy", ndim=2, xp=xp)
     y = check_labels(y, "y", caller="robust_accuracy", xp=xp)
+    if y.shape[0] != x.shape[0]:
+        raise InvalidParameterError(
+            f"The 'y' parameter of robust_accuracy must have {x.shape[0]} entries; got {y.shape[0]}.")
     eps = check_real(eps, "eps", caller="robust_accuracy", low=0.0)
     steps = check_int(steps, "steps", caller="robust_accuracy", low=1)
+    norm = check_option(norm, "norm", NORMS, caller="robust_accuracy")
     if eps > 0:
         step_size = 2.5 * eps / steps if step_size is None else step_size
         grad = loss_input_gradient(net, params, loss)
@@ -653,11 +685,16 @@ def _onehot(labels, k, xp, dtype, caller):
 
 
 def softmax_cross_entropy(logits, labels):
-    r"""l_ce(f, y) = −log softmax(f)_y per row, seed 003 (3.39); logits (n, k), integer labels (n,) in [0, k)."""
+    r"""l_ce(f, y) = −log softmax(f)_y per row, seed 003 (3.39); logits (n, k), integer labels (n,) in [0, k).
+
+    Computed as −(z_y − max z − log Σ e^{z − max z}), selecting the label's entry (never 0·(−inf)), so finite logits
+    of any size give a finite or +inf loss, never NaN (e.g. [−1.7e308, 1.7e308] with label 1 gives 0).
+    """
     xp = namespace(logits)
     z = check_array(logits, "logits", caller="softmax_cross_entropy", ndim=2, xp=xp)
     onehot = _onehot(labels, z.shape[1], xp, z.dtype, "softmax_cross_entropy")
-    return -xp.sum(onehot * log_softmax(z), axis=1)
+    # select, do not multiply: 0·(−inf) would be NaN where another logit is −inf relative to the max
+    return -xp.sum(xp.where(onehot > 0, log_softmax(z), xp.zeros_like(z)), axis=1)
 
 
 def softmax_cross_entropy_gradient(logits, labels):
@@ -666,3 +703,24 @@ def softmax_cross_entropy_gradient(logits, labels):
     z = check_array(logits, "logits", caller="softmax_cross_entropy_gradient", ndim=2, xp=xp)
     onehot = _onehot(labels, z.shape[1], xp, z.dtype, "softmax_cross_entropy_gradient")
     return softmax(z) - onehot
+
+
+def loss_gradient_lipschitz(loss):
+    r"""The best constant C of seed 003 (3.46): ‖∇_f l(f, y) − ∇_f l(f^s, y)‖ ≤ C‖f − f^s‖ for all f, f^s, y.
+
+    C = sup |l″| (sup ‖∇²_f l‖ for vector outputs):
+
+    - ``"logistic"`` log(1 + e^{−yz}): l″ = σ(yz)σ(−yz) ≤ ¼, attained at z = 0 → C = ¼;
+    - ``"squared"`` (y − z)² (ntkref's convention, l′ = 2(z − y)) → C = 2, with equality for every pair (the
+      seed's ½(f − y)² has C = 1); ``"squared_hinge"`` → 2;
+    - ``"softmax_cross_entropy"`` (3.39), vector logits → C = ½ (the Hessian diag(p) − ppᵀ has norm ≤ ½, the
+      correct form of (3.42)/(3.43)); the seed's (3.43) states C = 1;
+    - ``"hinge"``, ``"epsilon_insensitive"``: l′ jumps, no finite C → ``math.inf``.
+
+    (3.46) needs a bounded second derivative, not convexity (the seed says "convex").  ``loss`` is a name or an
+    ``ntkref.losses.Loss`` (its ``smoothness``).  Exact.
+    """
+    if isinstance(loss, str) and loss == "softmax_cross_entropy":
+        return 0.5
+    loss_obj = _losses.get(loss)
+    return math.inf if loss_obj.smoothness is None else float(loss_obj.smoothness)

@@ -1,4 +1,4 @@
-"""Seed 003 Ch. 1.5 / Ch. 3: attacks, adversarial training, mixed tangent kernel dynamics.
+"""Seed 003 §1.4 / Ch. 3: attacks, adversarial training, mixed tangent kernel dynamics.
 
 Independent routes: central finite differences (input gradients), enumeration of the ℓ∞-ball's
 vertices and random points of the ℓ2 ball (exact maximisers on linear models), explicit J Jᵀ (MTK),
@@ -168,22 +168,35 @@ def test_float32_inputs_give_float32_attacks(xp, asxp, tonp):
         assert np.all(np.linalg.norm(tonp(z) - tonp(x), ord=p, axis=1) <= 0.25 * (1 + 1e-6))  # float32 rounding
 
 
-def test_random_start_is_reproducible_and_inside_the_ball(xp, asxp, tonp):
+def test_random_start_is_reproducible_and_uniform_in_the_ball(xp, asxp, tonp):
+    """20 000 starts (zero gradient, so x₁ = x₀ is the random start).  ℓ2: uniform in the 3-ball ⇔ (‖r‖/ε)³ ~ U(0, 1)
+    and r/‖r‖ uniform on the sphere (mean 0, second moments I/3); ℓ∞: the d coordinates are independent U(−ε, ε).
+    KS tests at p > 1e-3 and moment checks within 5 standard errors (a fixed seed: deterministic)."""
+    from scipy.stats import kstest
+
     rng = np.random.default_rng(0)
-    x = rng.normal(size=(200, 3))
+    n, d, eps = 20_000, 3, 0.3
+    x = rng.normal(size=(n, d))
     zero_grad = lambda x_adv, y: x_adv * 0.0  # noqa: E731
     for norm, p in (("linf", np.inf), ("l2", 2)):
-        a = tonp(adv.pgd(zero_grad, asxp(x), None, eps=0.3, step_size=0.1, steps=1, norm=norm, random_start=True,
-                         seed=11))
-        b = tonp(adv.pgd(zero_grad, asxp(x), None, eps=0.3, step_size=0.1, steps=1, norm=norm, random_start=True,
-                         seed=11))
-        c = tonp(adv.pgd(zero_grad, asxp(x), None, eps=0.3, step_size=0.1, steps=1, norm=norm, random_start=True,
-                         seed=12))
-        assert np.array_equal(a, b) and not np.array_equal(a, c)
-        r = np.linalg.norm(a - x, ord=p, axis=1)
-        assert np.all(r <= 0.3 + 1e-15)
-        if norm == "l2":  # uniform in the 3-ball: P(‖r‖ ≤ ε/2) = 1/8; 200 draws, 5 SE ≈ 0.12
-            assert abs(np.mean(r <= 0.15) - 0.125) < 0.12
+        runs = [tonp(adv.pgd(zero_grad, asxp(x), None, eps=eps, step_size=0.1, steps=1, norm=norm, random_start=True,
+                             seed=s)) for s in (11, 11, 12)]
+        a = runs[0]
+        assert np.array_equal(a, runs[1]) and not np.array_equal(a, runs[2])
+        r = a - x
+        assert np.all(np.linalg.norm(r, ord=p, axis=1) <= eps * (1 + 1e-15))
+        se = 5 / math.sqrt(n)
+        if norm == "l2":
+            rad = np.linalg.norm(r, axis=1) / eps
+            assert kstest(rad ** 3, "uniform").pvalue > 1e-3
+            u = r / (rad[:, None] * eps)
+            assert np.all(np.abs(u.mean(0)) < se * math.sqrt(1 / 3))  # E u = 0, Var uⱼ = 1/3
+            assert np.all(np.abs(u.T @ u / n - np.eye(d) / 3) < se * math.sqrt(4 / 45))  # Var uⱼ² = 4/45 ≥ Var uᵢuⱼ = 1/15
+        else:
+            for j in range(d):
+                assert kstest(r[:, j], "uniform", args=(-eps, 2 * eps)).pvalue > 1e-3
+            corr = np.corrcoef(r.T)
+            assert np.all(np.abs(corr - np.eye(d)) < se)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -553,6 +566,41 @@ def test_lemma_3_5_3_sharp_form_is_attained_by_linear_functions(norm, p, xp, asx
         adv.attack_displacement_bound(eps, -1.0, 1.0)
 
 
+@pytest.mark.parametrize("norm", ["l2", "linf"])
+def test_lemma_3_5_3_sharp_form_is_attained_with_curvature(norm, xp, asxp, tonp):
+    """(3.27) with C₂ > 0 is attained: f(x) = c₁ v·x + ½c₂(v·x)², x₀ with v·x₀ = 0, kδ ≤ ε (no projection).
+
+    ℓ2: v a unit vector, ∇f = (c₁ + c₂v·x)v ∥ v, so every step is δv; ‖∇f(x₀)‖₂ = c₁ =: C₁ and the Hessian
+    c₂vvᵀ has norm c₂ =: C₂.  ℓ∞: v ∈ {±1}^d, sign(∇f) = v, every step is δv, v·(x_k − x₀) = kδd;
+    C₁ = ‖∇f(x₀)‖₁ = c₁d, C₂ = ‖c₂vvᵀ‖_{∞→1} = c₂d².  In both cases f(x_k) − f(x₀) = kδC₁ + ½k²δ²C₂
+    exactly, which pins the ½ of (3.27).
+    """
+    rng = np.random.default_rng(3)
+    d, c1, c2, eps, k = 5, 0.7, 1.3, 0.6, 6
+    delta = 0.9 * eps / k
+    if norm == "l2":
+        v = rng.normal(size=d)
+        v /= np.linalg.norm(v)
+        C1, C2, shift = c1, c2, k * delta
+    else:
+        v = rng.choice([-1.0, 1.0], size=d)
+        C1, C2, shift = c1 * d, c2 * d * d, k * delta * d
+    x0 = rng.normal(size=(2, d))
+    x0 -= np.outer(x0 @ v, v) / (v @ v)  # v·x₀ = 0
+    vx = asxp(v)
+
+    def f(z):
+        s = z @ vx
+        return tonp(c1 * s + 0.5 * c2 * s * s)
+
+    grad = lambda z, _: (c1 + c2 * (z @ vx))[:, None] * vx[None, :]  # noqa: E731
+    x_adv = adv.pgd(grad, asxp(x0), None, eps=eps, step_size=delta, steps=k, norm=norm)
+    moved = f(x_adv) - f(asxp(x0))
+    assert np.allclose(tonp(x_adv) @ v, shift, rtol=1e-13)
+    expected = k * delta * C1 + 0.5 * (k * delta) ** 2 * C2  # (3.27), by hand
+    assert np.allclose(moved, expected, rtol=1e-12)
+    assert np.allclose(moved, adv.attack_displacement_bound(eps, C1, C2, steps=k, step_size=delta), rtol=1e-12)
+
 # ---------------------------------------------------------------------------------------------
 # softmax cross-entropy (3.39)–(3.43)
 # ---------------------------------------------------------------------------------------------
@@ -612,3 +660,77 @@ def test_softmax_cross_entropy_value_and_gradient(xp, asxp, tonp):
         adv.softmax_cross_entropy(asxp(z), asxp(np.array([0.0, 5.0, 1.0, 1.0])))
     with pytest.raises(InvalidParameterError, match="labels"):
         adv.softmax_cross_entropy_gradient(asxp(z), asxp(np.array([0.5, 1.0, 1.0, 1.0])))
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # −1.7e308 − 1.7e308 = −inf, intended
+def test_softmax_cross_entropy_extreme_logits_are_never_nan(xp, asxp, tonp):
+    """[−1.7e308, 1.7e308]: label 1 has loss exactly 0 (its logit is the max); label 0 overflows to +inf.
+    The product form onehot·log_softmax gave 0·(−inf) = NaN for label 1."""
+    z = asxp(np.array([[-1.7e308, 1.7e308], [-1.7e308, 1.7e308], [1.7e308, -1.7e308]]))
+    val = tonp(adv.softmax_cross_entropy(z, asxp(np.array([1.0, 0.0, 0.0]))))
+    assert not np.any(np.isnan(val))
+    assert val[0] == 0.0 and val[2] == 0.0 and val[1] == np.inf
+
+
+def test_targets_are_validated_before_any_broadcast(xp, asxp):
+    """y of the wrong length (1 broadcasts silently, 2 raised raw broadcast errors) or NaN: InvalidParameterError."""
+    net, params, x, y, x_adv = _mlp_setup(xp, asxp, depth=1, n=3)
+    grad = adv.loss_input_gradient(net, params, "logistic")
+    for bad in (y[:1], y[:2], y * float("nan"), asxp(np.ones((3, 3)))):
+        with pytest.raises(InvalidParameterError, match="'y'"):
+            adv.adversarial_training(net, params, x, bad, "logistic", eps=0.1, lr=0.1, steps=1)
+        with pytest.raises(InvalidParameterError, match="'y'"):
+            adv.adversarial_gradient_step(net, params, x_adv, bad, "logistic", lr=0.1)
+        with pytest.raises(InvalidParameterError, match="'y'"):
+            adv.mtk_output_change(net, params, x, x_adv, bad, "logistic", lr=0.1)
+        with pytest.raises(InvalidParameterError, match="'y'"):
+            adv.robust_accuracy(net, params, x, bad, eps=0.1)
+    for bad in (y[:1], y[:2], y * float("nan")):
+        with pytest.raises(InvalidParameterError, match="'y'"):
+            adv.pgd(grad, x, bad, eps=0.1, step_size=0.05, steps=2)
+        with pytest.raises(InvalidParameterError, match="'y'"):
+            adv.fgsm(grad, x, bad, eps=0.1)
+
+
+def test_eps_zero_is_natural_training_and_norm_is_always_checked(xp, asxp, tonp):
+    net, params, x, y, _ = _mlp_setup(xp, asxp, depth=1, n=4)
+    calls = []
+
+    def attack(p, xx, yy):
+        calls.append(1)
+        return xx + 0.5
+
+    tr = adv.adversarial_training(net, params, x, y, "logistic", eps=0.0, lr=0.2, steps=3, attack=attack)
+    nat = adv.adversarial_training(net, params, x, y, "logistic", eps=0.0, lr=0.2, steps=3)
+    assert calls == []  # ε = 0: the ε-ball is {x}, the attack is never run
+    np.testing.assert_array_equal(tonp(tr.outputs), tonp(nat.outputs))
+    np.testing.assert_array_equal(tonp(tr.adv_outputs), tonp(nat.outputs)[:-1])
+    with pytest.raises(InvalidParameterError, match="norm"):
+        adv.robust_accuracy(net, params, x, y, eps=0.0, norm="l7")
+
+
+def test_loss_gradient_lipschitz_constants_of_3_46(xp, asxp, tonp):
+    """(3.46): |l′(z) − l′(z′)| ≤ C|z − z′| on random pairs (SciPy's expit for the logistic l′ = −yσ(−yz), an
+    independent route) and C is the best constant: the ratio at (−h, h) → l″(0) = ¼ (logistic); squared (y − z)²:
+    equality 2; hinge: l′ jumps at yz = 1, no finite C."""
+    from scipy.special import expit
+
+    rng = np.random.default_rng(0)
+    C = adv.loss_gradient_lipschitz("logistic")
+    assert C == 0.25
+    z1, z2 = rng.normal(scale=3, size=(2, 2000))
+    y = rng.choice([-1.0, 1.0], size=2000)
+    lp = lambda z: -y * expit(-y * z)  # noqa: E731
+    assert np.all(np.abs(lp(z1) - lp(z2)) <= C * np.abs(z1 - z2) * (1 + 1e-12))
+    h = 1e-4
+    assert (expit(h) - expit(-h)) / (2 * h) > C * (1 - 1e-8)  # l″(0) = ¼: no smaller constant works
+    sq = losses.get("squared")
+    d1, d2 = tonp(sq.derivative(asxp(z1), asxp(y))), tonp(sq.derivative(asxp(z2), asxp(y)))
+    assert adv.loss_gradient_lipschitz("squared") == 2.0
+    np.testing.assert_allclose(np.abs(d1 - d2), 2.0 * np.abs(z1 - z2), rtol=1e-12, atol=1e-12)
+    assert adv.loss_gradient_lipschitz("softmax_cross_entropy") == 0.5  # see test_softmax_half_is_the_best_constant
+    assert adv.loss_gradient_lipschitz("hinge") == math.inf
+    hinge = losses.get("hinge")
+    one = asxp(np.array([1.0]))
+    jump = tonp(hinge.derivative(asxp(np.array([1 - 1e-9])), one) - hinge.derivative(asxp(np.array([1 + 1e-9])), one))
+    assert abs(jump[0]) == 1.0  # |Δl′| = 1 over |Δz| = 2e-9

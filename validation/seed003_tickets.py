@@ -58,6 +58,12 @@ def _table31_analytic():
 
 
 def _direction_row(theta, mu, eps):
+    if not np.any(theta != 0):
+        # exact adversarial training on a support without the signal coordinate can give θ* = 0 exactly (certified
+        # by adversarial_linear_direction's duality gap): the zero classifier has no direction, angle undefined
+        nan = float("nan")
+        return {"angle": nan, "cosine": nan, "natural_accuracy": nan, "robustness_with_pm": nan,
+                "robust_accuracy": nan, "nonzeros": 0}
     return {"angle": float(sp.direction_angle(theta, mu)),
             "cosine": float(theta @ mu / (np.linalg.norm(theta) * np.linalg.norm(mu))),
             "natural_accuracy": float(sp.linear_gmm_accuracy(theta, mu)),
