@@ -416,7 +416,6 @@ def _relu_unbiased_block(x1n, x1u, x2n, x2u, d, Ws, want_nngp, want_ntk, xp):
     return nngp, ntk
 
 
-
 def _fc_block(x1n, x1u, x2n, x2u, d, Ws, bs, act, closed, n_points, want_ntk, xp):
     s1 = x1n[:, None] / math.sqrt(d)
     s2 = x2n[None, :] / math.sqrt(d)
