@@ -78,7 +78,7 @@ def _claims_table(sections):
     for s in sections:
         for c in s.claims:
             cell = lambda t: t.replace("|", "\\|")  # noqa: E731  (a literal | would end the Markdown cell)
-            lines.append(f"| {c.section} | {cell(c.text)} | {'**holds**' if c.holds else '**differs**'} | {cell(c.detail)} |")
+            lines.append(f"| {c.section} | {cell(c.text)} | {'**' + c.verdict + '**'} | {cell(c.detail)} |")
     return "\n".join(lines)
 
 
