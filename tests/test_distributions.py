@@ -742,9 +742,12 @@ def test_lemma_b2_agreement_is_large_below_d_squared():
 
 @pytest.mark.slow
 def test_validation_quick_claims():
-    """The F.3 validation in quick mode reproduces all its claims (< 40 s)."""
+    """The F.3 validation in quick mode: no claim fails (< 40 s); the seed's errata (Lemma B.6 / Thm 2.1 "n ≤ d²")
+    and the net not being the minimizer Θ_λ are documented differences, and Lemma B.6 as printed must not hold."""
     from validation import seed002_kernel_vs_net as mod
     from validation.common import Log
 
     sec = mod.run(Log(quiet=True), quick=True)
-    assert sec.claims and all(c.holds for c in sec.claims), [c.detail for c in sec.claims if not c.holds]
+    assert sec.claims and not any(c.failed for c in sec.claims), [c.detail for c in sec.claims if c.failed]
+    printed_b6 = [c for c in sec.claims if c.section == "Lemma B.6 (as printed)"]
+    assert len(printed_b6) == 1 and printed_b6[0].known_difference and not printed_b6[0].holds

@@ -15,6 +15,17 @@
     Tracked: normalized margin minᵢ yᵢf(xᵢ)/‖Θ‖²_F, test accuracy, training error and the fraction of
     (hidden unit, training example) pairs whose activation 𝟙(uⱼᵀxᵢ ≥ 0) differs from initialization.
     Uses :class:`ntkref.nets._homogeneous.HomogeneousNet` and :func:`ntkref.margins.train_regularized`.
+
+Documented differences (``Claim(known_difference=True)``):
+- F.1's "training error hits 0 within 50 training iterations": here it takes a few hundred steps; likely causes are
+  the settings the seed leaves unstated (trained width, input distribution, teacher weight law, how close points may
+  come to the teacher's boundary at margin 0.01).
+- Thm 3.3 with the literal re-injection σ(U^d − ρ) simulated by per-particle resampling (``reinjection="resample"``):
+  the resets make the loss spike, and in the quick horizon (2 000 steps) it does not reach the 1e-3·L_ref tolerance;
+  the lumped variant (the claims above it) does.
+Sanity checks forced by construction (mass preservation, the stuck symmetric degenerate start, the negative initial
+margin from N(0, 1) weights) are reported in the text, not as claims.  The test-accuracy comparison of F.1 needs
+several trials (paired difference > 2 SE across trials), so it is a full-run claim only.
 """
 from __future__ import annotations
 
@@ -129,6 +140,7 @@ def _f1_experiment(log, quick):
     # record densely at first (the paper: training error 0 within 50 iterations), then every steps/40
     marks = sorted(set(list(range(0, 201, 10)) + list(range(200, 1001, 25)) + list(range(0, steps + 1, max(1, steps // 40)))))
     res = {lam: {"margin": [], "test_acc": [], "train_err": [], "changed": [], "norm": []} for lam in lams}
+    final_correct = {lam: [] for lam in lams}  # per trial: (n_test,) bool, final net correct on each test point
     for trial in range(trials):
         rng = np.random.default_rng(1000 + trial)
         A, B = rng.standard_normal(teacher_width), rng.standard_normal((d, teacher_width))
@@ -155,6 +167,7 @@ def _f1_experiment(log, quick):
                 curves["norm"].append(float(net.norm(params)))
             for k, v in curves.items():
                 res[lam][k].append(v)
+            final_correct[lam].append(np.sign(np.asarray(net.apply(params, Xt))) == yt)
             log(f"F.1 trial {trial + 1}/{trials}, λ = {lam:g}: margin {curves['margin'][-1]:.4g}, "
                 f"test acc {curves['test_acc'][-1]:.4f}, changed {100 * curves['changed'][-1]:.1f} % "
                 f"[{time.perf_counter() - t1:.1f} s]")
@@ -172,8 +185,20 @@ def _f1_experiment(log, quick):
             "final_norm": float(arr["norm"][:, -1].mean()),
             "first_zero_train_error_step": zero,
         }
+    # paired comparison of the two nets on the same test points (same teacher, same initialization)
+    per_trial = np.array([np.mean(a) - np.mean(b) for a, b in zip(final_correct[lams[0]], final_correct[lams[1]])])
+    pooled = np.concatenate([a.astype(float) - b for a, b in zip(final_correct[lams[0]], final_correct[lams[1]])])
+    paired = {
+        "acc_diff_per_trial": per_trial,
+        "acc_diff": float(per_trial.mean()),
+        # across trials (the training-set / initialization randomness): needs ≥ 2 trials
+        "se_trials": float(per_trial.std(ddof=1) / np.sqrt(len(per_trial))) if len(per_trial) >= 2 else float("nan"),
+        # over test points only (McNemar-type SE of the paired difference; ignores trial-to-trial variance)
+        "se_test_points": float(pooled.std(ddof=1) / np.sqrt(pooled.size)),
+        "discordant": int(np.sum(pooled != 0)),
+    }
     return {"steps": marks, "n_steps": steps, "trials": trials, "width": width, "d": d, "n": n, "n_test": n_test,
-            "lams": lams, "summary": summary}
+            "lams": lams, "summary": summary, "paired": paired}
 
 
 # --------------------------------------------------------------------------- report
@@ -185,47 +210,51 @@ def run(log, plt=None, outdir=None, *, quick=False) -> Section:
     claims = []
     tol = 1e-3 * flow["L_ref"]
     noisy = ["uniform, σ = 1e-3", "degenerate, σ = 1e-3"]
+    literal = "degenerate, σ = 1e-3 (resample)"
     claims.append(Claim(
-        "§3 Thm 3.3", "the perturbed flow reaches an ε-optimal measure (L within 1e-3·L_ref of the L-BFGS optimum), "
-        "from a uniform and from a degenerate start",
+        "§3 Thm 3.3", "the perturbed flow (re-injection lumped every 50 steps) reaches an ε-optimal measure (L within "
+        "1e-3·L_ref of the L-BFGS optimum), from a uniform and from a degenerate start",
         all(abs(R[k]["final_gap"]) <= tol for k in noisy),
-        "; ".join(f"{k}: L − L_ref = {R[k]['final_gap']:+.2e}" for k in noisy)))
+        "; ".join(f"{k}: L − L_ref = {R[k]['final_gap']:+.2e}" for k in noisy) + f" (tolerance {tol:.2e})"))
     claims.append(Claim(
-        "§3 / App. E.2", "with noise, min over 𝕊^d of L′[ρ_t] rises to ≈ 0 (≥ −1e-2): no descent direction is left",
-        all(R[k]["final_min_fv"] >= -1e-2 for k in noisy),
+        "§3 / App. E.2", "with noise (lumped), min over 𝕊^d of L′[ρ_t] rises to ≈ 0 (≥ −1e-2): no descent direction "
+        "is left", all(R[k]["final_min_fv"] >= -1e-2 for k in noisy),
         "; ".join(f"{k}: {R[k]['final_min_fv']:.2e}" for k in noisy)))
-    stuck = R["degenerate, σ = 0"]
+    lit = R[literal]
     claims.append(Claim(
-        "§3 (why the noise)", "without re-injection a degenerate start stays at a non-optimal stationary point "
-        "(gap > 1, min L′ < −0.1) although a descent direction exists",
-        stuck["final_gap"] > 1.0 and stuck["final_min_fv"] < -0.1,
-        f"gap {stuck['final_gap']:.3f}, min L′ {stuck['final_min_fv']:.3f}, certificate {stuck['final_certificate']:.3g}"))
+        "§3 Thm 3.3 (literal σ(U − ρ))", "the literal per-particle re-injection (\"resample\": each particle reset "
+        "with probability ησ per step) also reaches L within 1e-3·L_ref of the optimum with min L′ ≥ −1e-2, from the "
+        "degenerate start", abs(lit["final_gap"]) <= tol and lit["final_min_fv"] >= -1e-2,
+        f"L − L_ref = {lit['final_gap']:+.2e} (tolerance {tol:.2e}), min L′ = {lit['final_min_fv']:.2e} after "
+        f"{flow['steps']} steps", known_difference=True))
     claims.append(Claim(
         "(E.13)", "the optimality certificate bounds L[ρ_t] − L_ref at every record of every run",
         all(np.all(r["certificate"] >= r["gap"] - 1e-10) for r in R.values()),
         "final certificates: " + ", ".join(f"{fmt(r['final_certificate'], 3)}" for r in R.values())))
-    claims.append(Claim(
-        "(3.2)", "the perturbed flow preserves total mass (|Σp − 1| ≤ 1e-12)",
-        all(r["mass_error"] <= 1e-12 for r in R.values()),
-        f"max |Σp − 1| = {max(r['mass_error'] for r in R.values()):.1e}"))
     S = f1["summary"]
     reg, unreg = S[5e-4], S[0.0]
-    claims.append(Claim("F.1", "the initial normalized margin is negative",
-                        reg["initial_margin"] < 0, f"{reg['initial_margin']:.3g}"))
     zsteps = [s for lam in f1["lams"] for s in S[lam]["first_zero_train_error_step"]]
     claims.append(Claim(
-        "F.1", "training error hits 0 early in training (paper: within 50 iterations; here, with the unspecified "
-        "width and input distribution chosen as documented, checked: within 1 000 of the GD steps)",
-        all(s is not None and s <= 1000 for s in zsteps), f"first recorded step with zero training error: {zsteps}"))
+        "F.1", "training error hits 0 within 50 training iterations (both λ, every trial)",
+        all(s is not None and s <= 50 for s in zsteps),
+        f"first recorded step with zero training error (recorded every 10 steps up to 200): {zsteps}",
+        known_difference=True))
     claims.append(Claim(
         "F.1", "with λ = 0 few activation patterns change (< 10 %: kernel regime), with λ = 5e-4 more",
         unreg["final_changed"] < 0.10 and reg["final_changed"] > unreg["final_changed"],
         f"changed: λ=0 {100 * unreg['final_changed']:.1f} %, λ=5e-4 {100 * reg['final_changed']:.1f} %"))
     claims.append(Claim(
-        "F.1", "the regularized net has the larger normalized margin and the higher test accuracy",
-        reg["final_margin"] > unreg["final_margin"] and reg["final_test_acc"] >= unreg["final_test_acc"],
-        f"margin {reg['final_margin']:.4g} vs {unreg['final_margin']:.4g}; "
-        f"test acc {reg['final_test_acc']:.4f} vs {unreg['final_test_acc']:.4f}"))
+        "F.1", "the regularized net has the larger normalized margin",
+        reg["final_margin"] > unreg["final_margin"],
+        f"margin {reg['final_margin']:.4g} vs {unreg['final_margin']:.4g}"))
+    P = f1["paired"]
+    if not quick:
+        claims.append(Claim(
+            "F.1", "the regularized net has the higher test accuracy (paired difference > 2 SE across trials)",
+            P["acc_diff"] > 2 * P["se_trials"],
+            f"test acc {reg['final_test_acc']:.4f} vs {unreg['final_test_acc']:.4f}; paired difference "
+            f"{P['acc_diff']:+.4f} ± {P['se_trials']:.4f} (SE over {f1['trials']} trials; per trial "
+            + ", ".join(f"{v:+.4f}" for v in P["acc_diff_per_trial"]) + ")", checked_in_quick=False))
 
     figures = []
     if plt is not None and outdir is not None:
@@ -264,6 +293,19 @@ def run(log, plt=None, outdir=None, *, quick=False) -> Section:
         f"| {lam:g} | {S[lam]['initial_margin']:.3g} | {S[lam]['final_margin']:.4g} | {S[lam]['final_test_acc']:.4f} | "
         f"{100 * S[lam]['final_changed']:.1f} | {S[lam]['final_norm']:.3g} | {S[lam]['first_zero_train_error_step']} |"
         for lam in f1["lams"])
+    stuck = R["degenerate, σ = 0"]
+    mass_error = max(r["mass_error"] for r in R.values())
+    P = f1["paired"]
+    sanity = (f"Sanity checks (forced by construction, so not claims): the flow keeps Σp = 1 (max |Σp − 1| = "
+              f"{mass_error:.1e}; (3.2) preserves mass exactly); without noise the degenerate start (all particles "
+              f"identical, so they move identically) cannot leave its orbit — gap {stuck['final_gap']:.3f}, min L′ "
+              f"{stuck['final_min_fv']:.3f}, certificate {fmt(stuck['final_certificate'], 3)}.")
+    f1_sanity = (f"Sanity check: the initial normalized margin is negative ({reg['initial_margin']:.3g}; N(0, 1) "
+                 f"weights do not fit the labels).  Test accuracy, regularized − unregularized, paired on the same "
+                 f"test points: {P['acc_diff']:+.4f} (SE over test points {P['se_test_points']:.4f}, "
+                 f"{P['discordant']} discordant points"
+                 + (f"; SE over trials {P['se_trials']:.4f}" if f1["trials"] >= 2 else
+                    "; one trial, so no trial-level SE: the accuracy claim is full-run only") + ").")
     markdown = f"""### Seed 002 §3 / App. E: perturbed Wasserstein gradient flow (particle simulation)
 
 n = 10 points (x, 1), y = +1 iff |x| < 0.5, λ = n·2⁻⁸, η = {flow['eta']}, {flow['steps']} steps; L_ref =
@@ -277,6 +319,12 @@ stationary point of (3.1) with min L′ < 0: only the re-injected mass finds the
 |---|---|---|---|---|---|
 {rows}
 
+The literal re-injection ("resample") is reported as a documented difference when it misses the tolerance: each reset
+throws away a particle that may carry much of the function and replaces it with a unit-norm fresh point, so the loss
+keeps spiking and recovering, and within the simulated horizon it ends further from L_ref than the lumped variant.
+
+{sanity}
+
 ### Seed 002 App. F.1: explicit regularizer vs none (same initialization, every weight N(0, 1))
 
 d = {f1['d']}, n = {f1['n']}, teacher width 10 (margin ≥ 0.01), trained width {f1['width']} (unspecified in the
@@ -285,6 +333,13 @@ seed), lr 0.1, {f1['n_steps']} full-batch GD steps, {f1['trials']} trial(s) (pap
 | λ | initial margin | final margin | test accuracy | % activations changed | ‖Θ‖_F | first step with 0 train error |
 |---|---|---|---|---|---|---|
 {f1rows}
+
+{f1_sanity}
+
+"Training error 0 within 50 iterations" (seed F.1) is not reproduced (documented difference): the seed does not give
+the trained width or the input distribution, and with width 100, x uniform on 𝕊^19 and N(0, 1) teacher weights
+(margin ≥ 0.01 makes many points nearly on the teacher's boundary) full-batch GD at learning rate 0.1 needs a few
+hundred steps.
 """
     results = {"flow": {k: v for k, v in flow.items() if k != "runs"},
                "flow_runs": {k: {kk: vv for kk, vv in r.items() if not isinstance(vv, np.ndarray)}

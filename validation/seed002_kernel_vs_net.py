@@ -19,6 +19,15 @@ What is run (host NumPy; ``run(log, plt=None, outdir=None, *, quick=False) -> Se
   for n ≤ 20d only (quick: 10d; beyond, it is already at 0 error and training costs grow with n);
 - Lemma B.6's statistic λ_min(ÑᵀÑ)/k² (k = d − 2) vs n/k², with the exact rank bound k(k−1)/2.
 
+Documented differences (``Claim(known_difference=True)``): (i) Lemma B.6 as printed ("n ≤ d²") is false —
+rank ÑᵀÑ ≤ k(k−1)/2 forces λ_min = 0 for every draw with n > k(k−1)/2 (erratum 5 of :mod:`ntkref.distributions`);
+(ii) hence Thm 2.1 / B.1's "n ≤ d²" is only proved for n ≤ c·d², c < ½, and at n = d² the (0,1) kernel already
+learns 𝒟 here; (iii) the trained net is a 4000-step GD iterate, not the global minimizer Θ_λ the theorem is about:
+on most (d, n) its final L_λ exceeds U(λ), the value of the scaled width-4 net, so it is provably not optimal
+(from n ≈ 5d on, its normalized margins, ≈ 0.07–0.10, stay below 1/8, which the width-4 net reaches on every
+sample).  It still generalizes, which is the
+qualitative point checked; training to optimality (L-BFGS, larger width) was not attempted within the CPU budget.
+
 Differences from the paper's F.3 (documented, deliberate): F.3 uses a random teacher network with 6 hidden units
 (margin ≥ 0.1 by rejection sampling), a trained width equal to n, λ = 1e-8, 20000 steps and 100 trials per
 point; it does not state the n grid, the test-set size or the kernel method's regularization.  Here the data
@@ -187,6 +196,7 @@ def run(log, plt=None, outdir=None, *, quick=False):
                 res = [net_point(d, n, 1000 * d + s, z_test=z_test) for s in range(trials)]
                 row["net"] = float(np.mean([r[0] for r in res]))
                 row["net_loss"] = float(np.mean([r[1] for r in res]))
+                row["net_loss_max"] = float(np.max([r[1] for r in res]))
                 row["net_margin"] = float(np.mean([r[2] for r in res]))
             rows.append(row)
             log.bar(i + 1, len(grid), f"d = {d}")
@@ -213,22 +223,48 @@ def run(log, plt=None, outdir=None, *, quick=False):
     claims.append(Claim("Thm 2.1 / F.3", "the net beats both kernels by ≥ 0.15 wherever 5d ≤ n ≤ d²/2", gap and bool(gap_rows),
                         "; ".join(f"d = {r['d']}, n = {r['n']}: net {r['net']:.3f} vs kernels {r['kernel_1_1']:.3f}/"
                                   f"{r['kernel_0_1']:.3f}" for r in gap_rows)))
+    at_d2 = [r for r in rows if r["n"] == r["d"] ** 2]
+    kmin_d2 = min(min(r["kernel_1_1"], r["kernel_0_1"]) for r in at_d2)
+    claims.append(Claim("Thm 2.1 (as printed)", "for every n ≤ d² the kernel error is Ω(1) (checked at n = d²: both NTK "
+                        "scalings ≥ 0.1) — the proof only covers n ≤ c·d² with c < ½ (erratum 5 of "
+                        "ntkref.distributions)", kmin_d2 >= 0.1,
+                        "kernel test error at n = d²: " + ", ".join(
+                            f"d = {r['d']}: (1,1) {r['kernel_1_1']:.3f}, (0,1) {r['kernel_0_1']:.3f}" for r in at_d2),
+                        known_difference=True))
     top = [r for r in rows if r["n"] == 2 * r["d"] ** 2]
     kmax = max(max(r["kernel_1_1"], r["kernel_0_1"]) for r in top)
-    claims.append(Claim("Thm 2.1", "the kernel does learn 𝒟 once n ≈ 2d² (the threshold is ~d², not more)", kmax <= 0.05,
-                        f"largest kernel error at n = 2d²: {kmax:.3f}"))
+    claims.append(Claim("consistency (not a seed statement)", "the kernel predictors do learn 𝒟 once n = 2d² "
+                        "(error ≤ 0.05): the high errors below d² are a sample-size effect, not a broken kernel",
+                        kmax <= 0.05, f"largest kernel error at n = 2d²: {kmax:.3f}"))
     holds = all(r[f"kernel_{a:g}_{b:g}_bound_holds"] for r in rows for a, b in KERNELS)
     lb_low = min(min(r["kernel_1_1_lower_bound"], r["kernel_0_1_lower_bound"]) for r in low)
     claims.append(Claim("Lemma B.2 / Thm B.1", "error ≥ ¼·P[sign f⁺ = sign f⁻] on every fit, and the bound is Ω(1) "
-                        "for n ≤ d²/4", holds and lb_low >= 0.1,
+                        "for n ≤ d²/4 (≥ 0.1)", holds and lb_low >= 0.1,
                         f"inequality held on all {len(rows) * trials * len(KERNELS)} fits; smallest certified bound at "
                         f"n ≤ d²/4: {lb_low:.3f}"))
-    over = [r for r in b6 if r["n"] > r["rank_bound"]]
     under = [r for r in b6 if r["n_over_k2"] <= 0.1]
-    b6ok = all(r["lambda_min_over_k2"] <= 1e-9 for r in over) and all(r["lambda_min_over_k2"] >= 0.1 for r in under)
-    claims.append(Claim("Lemma B.6", "λ_min(ÑᵀÑ)/k² is Θ(1) for n ≤ 0.1k² and exactly 0 past the rank k(k−1)/2", b6ok,
-                        "n ≤ 0.1k²: min " + fmt(min(r["lambda_min_over_k2"] for r in under)) + "; n > k(k−1)/2: max "
-                        + fmt(max(r["lambda_min_over_k2"] for r in over))))
+    claims.append(Claim("Lemma B.6", "λ_min(ÑᵀÑ)/k² is Θ(1) for n ≤ 0.1k² (≥ 0.1; the lemma's constant is not "
+                        "given)", all(r["lambda_min_over_k2"] >= 0.1 for r in under),
+                        "n ≤ 0.1k²: min " + fmt(min(r["lambda_min_over_k2"] for r in under))
+                        + f" over {len(under)} draws"))
+    b6_printed = [r for r in b6 if r["n"] <= r["k"] ** 2]
+    b6_min = min(r["lambda_min_over_k2"] for r in b6_printed)
+    over = [r for r in b6 if r["n"] > r["rank_bound"]]
+    claims.append(Claim("Lemma B.6 (as printed)", "λ_min(ÑᵀÑ) ≳ k² for every n ≤ k² (checked: λ_min/k² ≥ 0.1 on all "
+                        "draws with n ≤ k²) — seed erratum: Lemma B.6 / Thm B.1 need n ≤ c·k² with c < ½, since "
+                        "rank ÑᵀÑ ≤ k(k−1)/2", b6_min >= 0.1,
+                        f"min λ_min/k² over n ≤ k²: {fmt(b6_min)}; at n > k(k−1)/2 ({len(over)} draws, "
+                        f"n/k² up to {max(r['n_over_k2'] for r in b6):.2f}): max "
+                        + fmt(max(r["lambda_min_over_k2"] for r in over)), known_difference=True))
+    nets = [r for r in rows if "net" in r]
+    u_lam = loss_upper_bound(NET["lam"])
+    over_u = [r for r in nets if r["net_loss_max"] > u_lam]
+    claims.append(Claim("Thm 2.1 (Θ_λ is the minimizer)", f"the trained net is (near) a minimizer of L_λ: its L_λ ≤ "
+                        f"U(λ) = {u_lam:.4f} (the scaled width-4 net's value, ≥ min L_λ) on every fit",
+                        not over_u, f"some fit has L_λ − U(λ) > 0 at {len(over_u)} of {len(nets)} (d, n) points (max "
+                        f"{max(r['net_loss_max'] - u_lam for r in nets):+.4f}); the net is a {NET['steps']}-step GD "
+                        "iterate, not Θ_λ (normalized margins " + ", ".join(f"{r['net_margin']:.3f}" for r in nets)
+                        + "; the width-4 net reaches 1/8 on every sample)", known_difference=True))
 
     # ---- figure
     figures = []
@@ -265,18 +301,26 @@ def run(log, plt=None, outdir=None, *, quick=False):
 
     # ---- markdown
     lines = ["| d | n | n/d² | NTK (1,1) error | ¼·agree (1,1) | NTK (0,1) error | ¼·agree (0,1) | reg. net error | net L_λ | "
-             "net norm. margin |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "L_λ − U(λ) | net norm. margin |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['d']} | {r['n']} | {r['n_over_d2']:.3g} | {r['kernel_1_1']:.3f} | {r['kernel_1_1_lower_bound']:.3f} | "
                      f"{r['kernel_0_1']:.3f} | {r['kernel_0_1_lower_bound']:.3f} | "
-                     + (f"{r['net']:.3f} | {r['net_loss']:.4f} | {r['net_margin']:.3f} |" if "net" in r else "– | – | – |"))
+                     + (f"{r['net']:.3f} | {r['net_loss']:.4f} | {r['net_loss'] - u_lam:+.4f} | {r['net_margin']:.3f} |"
+                        if "net" in r else "– | – | – | – |"))
     md = ("Seed 002 Theorem 2.1 on its distribution 𝒟 (App. F.3 / Fig. 4 style; see the module docstring for how this "
           "differs from F.3's teacher-network data).  Kernel: min-norm interpolant of the two-layer ReLU NTK "
-          "(r_w, r_u); net: width 32, λ = 1e-3, 4000 GD steps.  Test errors are exact for d ≤ 14 (all support points) "
+          "(r_w, r_u); net: width 32, λ = 1e-3, 4000 GD steps — a GD iterate, **not** the minimizer Θ_λ of Thm 2.1: "
+          "where L_λ − U(λ) > 0 it is provably not optimal (documented difference), and from n ≈ 5d on its normalized "
+          "margins stay below 1/8, which the width-4 net reaches on every sample.  Test errors are exact for d ≤ 14 (all support points) "
           f"and on {4 * M} orbit-stratified points otherwise; {trials} trial(s) per point.  U(λ = 1e-3) = "
           f"{loss_upper_bound(1e-3):.4f} bounds min L_λ (the width-4 net); the population max normalized margin is "
           "1/8.  ¼·agree is the certified lower bound of the proof of Thm B.1 (error ≥ ¼·P[sign f⁺ = sign f⁻], exact "
-          "on every fit).\n\n" + "\n".join(lines) + "\n\nLemma B.6: λ_min(ÑᵀÑ)/k² (zero before the rank bound "
+          "on every fit).  Thm 2.1 says \"n ≤ d²\", but its proof (Lemma B.2's n ≤ c₂d²/(4c₁²), Lemma B.6) only covers "
+          "n ≤ c·d² with c < ½: at n = d² the (0,1) kernel already has small error (documented difference).  The "
+          "n = 2d² row is a consistency check of the kernel code, not a seed statement.\n\n" + "\n".join(lines)
+          + "\n\nLemma B.6 (seed erratum, ntkref.distributions item 5): rank ÑᵀÑ ≤ k(k−1)/2, so λ_min(ÑᵀÑ) = 0 for "
+          "every draw once n > k(k−1)/2 ≈ k²/2 < k² — the printed \"n ≤ d²\" is false (documented difference; only "
+          "n ≤ c·k², c < ½, can hold).  λ_min(ÑᵀÑ)/k² (zero before the rank bound "
           "k(k−1)/2 only when two z coincide up to sign, which have the same quadratic features — likely for k = 10) — "
           + ", ".join(f"k={r['k']}, n/k²={r['n_over_k2']:.2f}: {r['lambda_min_over_k2']:.3f}" for r in b6) + "\n")
     return Section(key="seed002_kernel_vs_net", title="Seed 002 Thm 2.1 / F.3: NTK kernel vs regularized net on 𝒟",

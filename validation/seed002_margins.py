@@ -19,13 +19,19 @@ L-BFGS found the global minimizer.
 hidden units, d = 20, unnormalized ground-truth margin ≥ 0.01 (rejection sampling), λ = 1e-5 on the mean logistic
 loss + λ‖Θ‖_F² (eq. (2.2)), widths 2^4 … 2^10 (quick: 2^4 … 2^7).  Not stated, chosen here: teacher u_j ~ N(0, I_d),
 a_j ~ N(0, 1); x uniform on the unit sphere S^{d−1}; n_train = 200 (quick 100), 2000 test points; 3 trials
-(quick 2) instead of 20; init N(0, m^{−1/2}) per weight; and — the one deliberate deviation — L-BFGS with at most
+(quick 2) instead of 20; init N(0, variance m^{−1/2}) per weight (standard deviation m^{−1/4}); and — the one deliberate deviation — L-BFGS with at most
 1500 iterations (quick 400) instead of 80000 gradient steps at learning rate 0.1, to stay within a CPU budget
 (the theory is about the minimizer of L_λ, which L-BFGS approaches faster).  Averages over trials that fit the
 training set, as the seed.
 
 The figures' values are not in the seed text: only the qualitative claims are checked (margin → γ_ℓ1/2 as λ → 0
-and functions alike; margin non-decreasing and test error non-increasing with width).
+and functions alike; margin larger and test error not larger at the largest width than at the smallest — only the
+end widths are compared, the intermediate ones are reported in the table).
+
+Thresholds.  "γ_λ/(γ_ℓ1/2) ≥ 0.97 (quick: 0.95) at the smallest λ" and "relative sup distance ≤ 0.25" are empirical
+choices (the seed gives no rate): the certificate of Thm C.1 only guarantees γ_λ/(γ_ℓ1/2) ≥ ~0.49–0.71 at the
+smallest λ of the grid, so these thresholds test the observed convergence, not a bound of the paper.  Sanity fact
+(not a claim): λ‖Θ_λ‖² ≤ L_λ holds by definition since the logistic loss is positive.
 """
 from __future__ import annotations
 
@@ -164,7 +170,9 @@ def run(log, plt=None, outdir=None, *, quick=False):
     claims = []
     rs = [r for r in f4["rows"] if not r["theta_zero"]]
     last = rs[-1]
-    claims.append(Claim("F.4 / Thm 4.1, Prop. B.10", "the normalized margin approaches the ℓ1-SVM margin γ_ℓ1/2 as λ → 0",
+    claims.append(Claim("F.4 / Thm 4.1, Prop. B.10", "the normalized margin approaches the ℓ1-SVM margin γ_ℓ1/2 as λ → 0 "
+                        f"(ratio ≥ {0.97 if not quick else 0.95} at the smallest λ: an empirical threshold, see the "
+                        "docstring; ≤ 1.01 everywhere)",
                         last["ratio"] >= (0.97 if not quick else 0.95) and all(r["ratio"] <= 1.01 for r in rs),
                         "γ_λ/(γ_ℓ1/2) = " + ", ".join(f"2^{r['log2_lambda']}: {r['ratio']:.4f}" for r in rs)
                         + f"; γ_ℓ1/2 = {f4['target']:.6f} (1000-direction LP, support {f4['support']})"))
@@ -172,21 +180,34 @@ def run(log, plt=None, outdir=None, *, quick=False):
     claims.append(Claim("F.4 / Thm 4.1", "the margin increases as λ decreases", mono,
                         "margins " + ", ".join(fmt(r["margin"]) for r in rs)))
     # the certificate is evaluated with g = γ_grid/2 ≤ γ*,40 (finite dictionary; width 40 ≥ n + 1): its lower margin
-    # side and its loss upper side stay valid for an under-estimate, its "γ_λ ≤ g" side does not (so not claimed)
-    claims.append(Claim("Thm C.1 (certificate)", "with g = γ_ℓ1(grid)/2 ≤ γ*: g − log(n/ln2)/‖Θ_λ‖² ≤ γ_λ and "
-                        "λ‖Θ‖² ≤ L_λ ≤ min_B[log(1+e^{−B²g}) + λB²] at every λ",
-                        all(r["cert_holds"] for r in f4["rows"]),
-                        "lower bounds " + ", ".join(fmt(r["cert_lower"]) for r in rs)
-                        + "; γ_λ ≤ g is not implied (g under-estimates γ*)"))
+    # side and its loss upper side stay valid for an under-estimate, its "γ_λ ≤ g" side does not (so not claimed).
+    # λ‖Θ‖² ≤ L_λ holds by definition (the loss is ≥ 0): not a claim.  The lower margin bound is −inf where its
+    # precondition (‖Θ_λ‖² g > log(n/ln 2), i.e. the bound is non-vacuous) fails: it is claimed only where it holds,
+    # and it must be non-trivial (> 0) at ≥ N_CERT λ values, so that the claim can fail.
+    n_cert = 1 if quick else 3
+    live = [r for r in rs if math.isfinite(r["cert_lower"])]
+    nontrivial = [r for r in live if r["cert_lower"] > 0]
+    claims.append(Claim("Thm C.1 (certificate)", "with g = γ_ℓ1(grid)/2 ≤ γ*: γ_λ ≥ g − log(n/ln2)/‖Θ_λ‖² wherever that "
+                        f"bound is finite, and it is non-trivial (> 0) at ≥ {n_cert} λ values",
+                        all(r["margin"] >= r["cert_lower"] for r in live) and len(nontrivial) >= n_cert,
+                        f"finite at {len(live)} of {len(rs)} λ (" + ", ".join(
+                            f"2^{r['log2_lambda']}: γ_λ {fmt(r['margin'])} ≥ {fmt(r['cert_lower'])}" for r in live)
+                        + f"); non-trivial at {len(nontrivial)}"))
+    claims.append(Claim("Thm C.1 (certificate)", "L_λ(Θ_λ) ≤ min_B[log(1+e^{−B²g}) + λB²] (the loss of the scaled "
+                        "max-margin net bounds the minimum) at every λ",
+                        all(r["objective"] <= r["loss_upper"] for r in rs),
+                        "max L_λ − bound: " + fmt(max(r["objective"] - r["loss_upper"] for r in rs))))
     claims.append(Claim("F.4 (Fig. 5 right)", "the normalized network and ℓ1-SVM functions are alike (λ = 2^-14)",
                         f4["function_rel_sup_distance"] <= 0.25,
                         f"sup |f_net − f_svm| / sup |f_svm| on [−1.2, 1.2] = {f4['function_rel_sup_distance']:.3f}"))
     rows2 = f2["rows"]
     first, lastw = rows2[0], rows2[-1]
-    claims.append(Claim("F.2 / Thm 4.3", "the normalized margin grows with width (largest vs smallest width)",
+    claims.append(Claim("F.2 / Thm 4.3", "the normalized margin grows with width (largest vs smallest width only; "
+                        "the intermediate widths are listed, not checked for monotonicity)",
                         lastw["margin"] >= first["margin"],
                         "mean margin by width: " + ", ".join(f"{r['width']}: {fmt(r['margin'])}" for r in rows2)))
-    claims.append(Claim("F.2", "the test error does not grow with width (largest vs smallest width)",
+    claims.append(Claim("F.2", "the test error does not grow with width (largest vs smallest width only, "
+                        "tolerance 0.005)",
                         lastw["test_error"] <= first["test_error"] + 0.005,
                         "mean test error by width: " + ", ".join(f"{r['width']}: {r['test_error']:.4f}" for r in rows2)))
     big = [r for r in rows2 if r["width"] >= 128]

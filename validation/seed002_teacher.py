@@ -30,22 +30,26 @@ What is run here (host NumPy through ntkref; ``run(log, plt=None, outdir=None, *
   SVM (:func:`ntkref.distributions.fit_kernel_predictor`, ``method="hard_margin_svm"`` — the limit direction of
   ℓ2-regularized kernel logistic regression as λ → 0), regression = the min-norm interpolant K⁺y
   (``method="min_norm"``, the λ → 0 limit of kernel ridge regression);
-  (b) an *optimistic* kernel: kernel ridge regression β = (K + (λ_k/2)I)⁻¹y (ntkref's sum convention; on ±1
-  labels for classification) with λ_k chosen **on the test set** from a grid 10^{−6..2}·mean Kᵢᵢ — an upper
-  bound on what tuning λ_k over that grid could achieve, so "net < tuned kernel" is a conservative comparison;
+  (b) an *optimistic* kernel ridge: β = (K + (λ_k/2)I)⁻¹y (ntkref's sum convention; on ±1 labels for
+  classification) with λ_k chosen **on the test set** from a grid 10^{−6..2}·mean Kᵢᵢ — the best that tuning λ_k
+  over that grid could achieve.  It is not better than (a) everywhere (for classification, ridge on ±1 labels is
+  worse than the hard-margin SVM at n = 400/800), so the third claim compares the net with the *better* of (a)
+  and (b), selected per trial on the test set;
 - n ∈ {25, 50, 100, 200, 400, 800} (quick: {50, 200, 800} — the classification advantage only shows clearly
   from n ≈ 400–800, so the quick grid must reach 800), 5 trials per point (quick: 1), 4000 test points
   (quick: 2000).  Metrics: 0-1 test error (classification, a zero output counts as an error); relative test
   squared error E(f − f*)²/E f*² (regression; the raw MSE is also recorded).
 
-Calibration.  The thresholds of the claims (classification net/kernel ≤ 0.9 at the largest n and a fall of the
-ratio by ≥ 0.15; regression ≤ 0.5 and a fall by ≥ 0.3) were fixed from preliminary runs (1 trial, x ~ N(0, I_d),
-unit u_j, λ = 1e-4): classification net/kernel error 0.089/0.117 (n = 400), 0.053/0.076 (n = 800); regression
-relative MSE 0.006/0.059 (n = 400), 0.000/0.040 (n = 800); at n = 50 the kernel was slightly better in both
-panels.  They were not changed afterwards.  On the final data (sphere x, Gaussian u) the classification advantage
-appears later (single-trial ratio 0.92 at n = 400), which is why the quick grid ends at n = 800; the quick run
-(one trial) then has ratio ≈ 0.84, a thin margin to 0.9, whereas the full run (5 trials) has ≈ 0.67.  The
-figure's values are not in the seed text, so only the qualitative claims are checked.
+Claims.  The seed's "two-layer nets clearly outperform the kernel method in test error as n grows" is read as
+(1) at the largest n, kernel − net test error > 2 paired standard errors; (2) that advantage at the largest n
+exceeds the one at the smallest n by > 2 SE (SEs of the two added in quadrature); (3) as (1) against the better of
+the two kernel predictors.  The differences are paired (same teacher, same training and test points); their SE is
+taken across trials when there are ≥ 2 (full run: 5), so it includes the training-set randomness, and over the
+test points of the single trial in quick mode (a sign-test-like SE of the per-point error differences, which does
+not see the trial-to-trial variance).  No threshold is calibrated on observed values (an earlier version used
+ratio thresholds 0.9/0.15/0.5/0.3 fixed from preliminary runs; they were dropped).  On the final data the
+classification advantage appears late (net ≈ kernel up to n ≈ 200), which is why the quick grid ends at n = 800.
+The figure's values are not in the seed text, so only the qualitative claims are checked.
 """
 from __future__ import annotations
 
@@ -176,10 +180,22 @@ def kernel_predictions(x, y, x_test, y_test, *, task):
     return f_limit, best[1], best[2]
 
 
-def _error(f, y_test, task):
+def _pointwise_error(f, y_test, task):
+    """Per test point: 0-1 error (classification, a zero output counts as an error) or squared error / E y²
+    (regression), so that the mean is the test error of :func:`_error`."""
     if task == "classification":
-        return float(np.mean(y_test * f <= 0))
-    return float(np.mean((f - y_test) ** 2) / np.mean(y_test ** 2))
+        return (y_test * f <= 0).astype(float)
+    return (f - y_test) ** 2 / np.mean(y_test ** 2)
+
+
+def _error(f, y_test, task):
+    return float(np.mean(_pointwise_error(f, y_test, task)))
+
+
+def _paired(err_a, err_b):
+    """Mean of err_a − err_b over the test points and its standard error (paired on the same points)."""
+    diff = err_a - err_b
+    return float(diff.mean()), float(diff.std(ddof=1) / np.sqrt(diff.size))
 
 
 # --------------------------------------------------------------------------- one point
@@ -195,7 +211,12 @@ def point(task, n, trial, *, n_test, steps):
     t_net = time.perf_counter() - t0
     f_net, f_train = net_f(xt), net_f(x)
     f_lim, f_ridge, rel = kernel_predictions(x, y, xt, yt, task=task)
-    row = {"task": task, "n": n, "trial": trial, "net": _error(f_net, yt, task), "kernel": _error(f_lim, yt, task),
+    e_net, e_lim, e_ridge = (_pointwise_error(f, yt, task) for f in (f_net, f_lim, f_ridge))
+    e_best = e_lim if e_lim.mean() <= e_ridge.mean() else e_ridge  # the better kernel on this test set
+    gain, gain_se = _paired(e_lim, e_net)
+    gain_best, gain_best_se = _paired(e_best, e_net)
+    row = {"gain": gain, "gain_se_test": gain_se, "gain_best_kernel": gain_best, "gain_best_kernel_se_test": gain_best_se,
+           "task": task, "n": n, "trial": trial, "net": _error(f_net, yt, task), "kernel": _error(f_lim, yt, task),
            "kernel_ridge_oracle": _error(f_ridge, yt, task), "ridge_rel_lambda": rel,
            "net_train": _error(f_train, y, task), "net_objective": float(record.objective[-1]),
            "net_norm": float(record.norm[-1]), "net_seconds": t_net}
@@ -216,8 +237,18 @@ def _mean_rows(rows):
             for k in keys:
                 v = np.array([r[k] for r in rs])
                 m[k] = float(v.mean())
-                m[k + "_std"] = float(v.std())
+                m[k + "_std"] = float(v.std(ddof=1)) if len(rs) >= 2 else float("nan")
+                m[k + "_se"] = m[k + "_std"] / np.sqrt(len(rs)) if len(rs) >= 2 else float("nan")
             m["ratio"] = m["net"] / m["kernel"] if m["kernel"] > 0 else float("inf")
+            # paired advantage of the net (kernel error − net error): its SE is taken across trials when there
+            # are ≥ 2 (it then includes the training-set randomness), else over the test points of the one trial
+            for key in ("gain", "gain_best_kernel"):
+                v = np.array([r[key] for r in rs])
+                m[key] = float(v.mean())
+                if len(rs) >= 2:
+                    m[key + "_se"], m[key + "_se_kind"] = float(v.std(ddof=1) / np.sqrt(len(rs))), "across trials"
+                else:
+                    m[key + "_se"], m[key + "_se_kind"] = rs[0][key + "_se_test"], "over test points (1 trial)"
             out.append(m)
     return out
 
@@ -243,23 +274,29 @@ def run(log, plt=None, outdir=None, *, quick=False):
     cls = [m for m in means if m["task"] == "classification"]
     reg = [m for m in means if m["task"] == "regression"]
 
-    # ---- claims (thresholds fixed from the calibration runs in the module docstring, with margin)
+    # ---- claims: "two-layer nets clearly outperform the kernel method in test error as n grows" (seed F.3), read
+    # as differences larger than 2 paired standard errors (no threshold calibrated on the observed values)
     claims = []
-    for name, ms, ratio_max, drop in (("classification", cls, 0.9, 0.15), ("regression", reg, 0.5, 0.3)):
+    for name, ms in (("classification", cls), ("regression", reg)):
         top, bottom = ms[-1], ms[0]
         claims.append(Claim(
-            "F.3 / Fig. 4", f"{name}: the regularized net's test error is below the ReLU-kernel's at the largest n "
-            f"(net/kernel ≤ {ratio_max})", top["ratio"] <= ratio_max,
-            f"n = {top['n']}: net {top['net']:.4f} ± {top['net_std']:.4f} vs kernel (λ→0) {top['kernel']:.4f} ± "
-            f"{top['kernel_std']:.4f}, ratio {top['ratio']:.3f}"))
+            "F.3 / Fig. 4", f"{name}: at the largest n the net's test error is below the λ→0 ReLU-kernel's by more "
+            "than 2 paired SE", top["gain"] > 2 * top["gain_se"],
+            f"n = {top['n']}: net {top['net']:.4f} vs kernel {top['kernel']:.4f}; kernel − net = {top['gain']:+.4f} "
+            f"± {top['gain_se']:.4f} (SE {top['gain_se_kind']})"))
+        se_growth = float(np.hypot(top["gain_se"], bottom["gain_se"]))
         claims.append(Claim(
-            "F.3 / Fig. 4", f"{name}: the net's advantage grows with n (net/kernel ratio falls by ≥ {drop} from the "
-            "smallest to the largest n)", top["ratio"] <= bottom["ratio"] - drop,
-            "ratios " + ", ".join(f"n={m['n']}: {m['ratio']:.3f}" for m in ms)))
+            "F.3 / Fig. 4", f"{name}: the net's advantage grows with n (kernel − net at the largest n exceeds that at "
+            "the smallest n by more than 2 SE)", top["gain"] - bottom["gain"] > 2 * se_growth,
+            "kernel − net: " + ", ".join(f"n={m['n']}: {m['gain']:+.4f}" for m in ms)
+            + f"; growth {top['gain'] - bottom['gain']:+.4f} ± {se_growth:.4f}"))
         claims.append(Claim(
-            "F.3 / Fig. 4", f"{name}: the net also beats the test-tuned (oracle) kernel ridge at the largest n",
-            top["net"] < top["kernel_ridge_oracle"],
-            f"n = {top['n']}: net {top['net']:.4f} vs oracle ridge {top['kernel_ridge_oracle']:.4f}"))
+            "F.3 / Fig. 4", f"{name}: at the largest n the net also beats the better of the two kernel predictors "
+            "(λ→0 and ridge with λ tuned on the test set, chosen per trial on the test set) by more than 2 paired SE",
+            top["gain_best_kernel"] > 2 * top["gain_best_kernel_se"],
+            f"n = {top['n']}: net {top['net']:.4f} vs λ→0 kernel {top['kernel']:.4f}, oracle ridge "
+            f"{top['kernel_ridge_oracle']:.4f}; best kernel − net = {top['gain_best_kernel']:+.4f} ± "
+            f"{top['gain_best_kernel_se']:.4f} (SE {top['gain_best_kernel_se_kind']})"))
     fit_cls = max(r["net_train"] for r in rows if r["task"] == "classification")
     fit_reg = max(r["net_train"] for r in rows if r["task"] == "regression")
     claims.append(Claim("F.3", "the trained nets (width m = n) fit their training sets (0 training error; "
@@ -278,7 +315,7 @@ def run(log, plt=None, outdir=None, *, quick=False):
                                       ("kernel", "-s", "ReLU-feature kernel, λ → 0"),
                                       ("kernel_ridge_oracle", "--^", "ReLU-feature kernel ridge, λ tuned on test")):
                 mean = np.maximum([m[key] for m in ms], floor)
-                std = np.array([m[key + "_std"] for m in ms])
+                std = np.nan_to_num(np.array([m[key + "_se"] for m in ms]))  # SE over trials (0 for one trial)
                 lower = np.minimum(std, mean - floor * 0.5) if floor else std
                 ax.errorbar(ns, mean, yerr=[lower, std], fmt=style, capsize=3,
                             label=label,
@@ -299,18 +336,22 @@ def run(log, plt=None, outdir=None, *, quick=False):
         figures.append(name)
 
     # ---- markdown
-    lines = ["| panel | n | net error | kernel λ→0 error | oracle ridge error | net/kernel | net train |",
-             "|---|---|---|---|---|---|---|"]
+    def pm(m, key):
+        return f"{m[key]:.4f}" + (f" ± {m[key + '_se']:.4f}" if m["trials"] >= 2 else "")
+
+    lines = ["| panel | n | net error | kernel λ→0 error | oracle ridge error | net/kernel | kernel − net (paired) | "
+             "net train |", "|---|---|---|---|---|---|---|---|"]
     for m in means:
-        lines.append(f"| {m['task']} | {m['n']} | {m['net']:.4f} ± {m['net_std']:.4f} | {m['kernel']:.4f} ± "
-                     f"{m['kernel_std']:.4f} | {m['kernel_ridge_oracle']:.4f} | {m['ratio']:.3f} | "
-                     f"{m['net_train']:.2g} |")
+        lines.append(f"| {m['task']} | {m['n']} | {pm(m, 'net')} | {pm(m, 'kernel')} | {m['kernel_ridge_oracle']:.4f} | "
+                     f"{m['ratio']:.3f} | {m['gain']:+.4f} ± {m['gain_se']:.4f} | {m['net_train']:.2g} |")
     md = ("Seed 002 App. F.3 / Fig. 4 on its stated data: a random teacher net with 6 hidden units, d = 20, "
           "classification by rejection sampling at margin ≥ 0.1 (0-1 error) and regression (relative squared "
           "error E(f − f*)²/E f*²).  Net: HomogeneousNet of width m = n, λ = 1e-4, L-BFGS "
           f"{steps} iterations (the seed: 20000 steps at λ = 1e-8).  Kernel: seed 002's NTK with (r_w, r_u) = (0, 1) "
           "(ReLU features), hard-margin SVM / min-norm interpolant, and kernel ridge with λ chosen on the test set "
-          f"(optimistic).  {trials} trial(s) per point (the seed: 100), {n_test} test points.\n\n" + "\n".join(lines)
+          f"(optimistic).  {trials} trial(s) per point (the seed: 100), {n_test} test points.  ± is the standard error of "
+          "the mean over trials (std with ddof = 1 over √trials; omitted for one trial); the paired column's SE is "
+          "across trials, or over the test points when there is one trial.\n\n" + "\n".join(lines)
           + "\n")
     return Section(key="seed002_teacher", title="Seed 002 F.3 / Fig. 4: regularized net vs ReLU kernel on teacher data",
                    results={"rows": rows, "means": means, "net_settings": dict(NET, steps=steps), "grid": grid,
