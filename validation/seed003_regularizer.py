@@ -16,6 +16,37 @@ B. **Few-sample MNIST 0 vs 1** (embedded digits, ±1 labels, squared loss): unre
    test MSE, the trained net's function norm f(X)ᵀΘ̂⁻¹f(X) (Fig. 2.5's decrease with τ), and the NTK-KRR
    reference.
    All runs use the same number of gradient steps, so the unregularised net is early-stopped at that budget.
+
+Claims of B and their statistical criterion.  Comparisons of two nets use the *paired* difference of their
+per-test-point 0/1 errors (each averaged over the seeds): mean d̄ and SE = sd(d)/√n_test.
+- §2.5.1 ("the regulariser improves generalisation on small data sets"): **every** ζ of the fixed grid (chosen
+  before the run: the decades 1e-3 … 1e-1, full run also 1) must lower the test error by more than 2 SE.  No ζ is
+  selected, neither on the test set nor on a validation split (the seed picks τ on 10 % of the training set;
+  with N = 40 that split would be 4 points, too few to select anything), so no test-set information enters.
+- Fig. 2.6 / §2.5.5 ("as long as |X_𝓘| is not too small, the performance will not significantly degrade"):
+  the sub-batch run's test error must not exceed the full-norm run's (same ζ) by more than 2 SE.  **Not
+  reproduced here (documented difference):** with b = 10 of N = 40 and the same ζ the sub-batch net is
+  clearly worse than the full-norm net at ζ = 1e-2 (quick: 4.5 % vs 2.0 %, Δ = 2.5 ± 1.1 points, MSE 0.74 vs
+  0.46; full: 3.0 % vs 0.6 %, Δ = 2.5 ± 0.6 points, MSE 0.71 vs 0.45); at ζ = 1e-3 (full only) the 5.3 % vs
+  4.4 % difference is within 2 SE (Δ = 0.8 ± 0.6), so that instance holds.  The N/b-scaled block estimator of Approximation 1 is biased and noisy,
+  so the same ζ is not the same regularisation strength; the dissertation's setting (10 points of a batch of
+  128, a LeNet, τ tuned for that estimator) is not reproduced, and ζ is not re-tuned for the sub-batch run.
+  That the sub-batch regulariser still beats no regularisation is a separate claim.
+
+Deviations from the seed's stated settings (§2.5 "Configuration", §2.5.1, Fig. 2.5/2.6):
+- network: a one-hidden-layer ReLU MLP in NTK parameterisation (width 128 quick / 512 full, antisymmetric
+  doubling so f₀ ≡ 0) instead of the LeNet-style CNN (three conv layers 6/16/120 5×5, average pooling, FC 84);
+- task: MNIST 0-vs-1, ±1 labels, squared loss (2.4), instead of 10-class MNIST; N = 40 training points (the
+  seed's small-sample sizes are not stated in the text); 200 (quick) / 428 (full) test images, from the
+  2128-image embedded MNIST 0/1 subset of :mod:`ntkref.data`;
+- symmetric label noise (20 % of the training labels flipped) is *added*: on clean 0-vs-1 every method is
+  within a few test points (the full run's clean-label table is shown without a claim);
+- optimiser: full-batch gradient descent with a step from the kernel's spectrum (safety 0.5), 200 (quick) /
+  300 (full) steps, instead of SGD lr 0.03, momentum 0.9, batch 128, decay ×0.3 every 10 epochs;
+- τ/ζ: a fixed grid, no selection (see above) instead of selection on a 10 % validation split;
+- sub-batch: 𝓘 is 10 points drawn from the whole training set (the "batch" is all N = 40 points) instead of 10
+  points of a batch of 128;
+- seeds: 1 (quick) / 2 (full) initialisations per ζ.
 """
 from __future__ import annotations
 
@@ -40,6 +71,12 @@ def _lr(K, zeta, safety):
     lam = np.linalg.eigvalsh(K)
     n = K.shape[0]
     return safety * n / (lam[-1] + lam[0] + 2 * zeta * n)
+
+
+def _paired(row, ref):
+    """Paired difference of per-test-point errors (row − ref): mean and its SE sd(d)/√n."""
+    d = np.asarray(row["_point_errors"]) - np.asarray(ref["_point_errors"])
+    return float(np.mean(d)), float(np.std(d, ddof=1) / math.sqrt(d.size))
 
 
 def _width_sweep(cfg, log):
@@ -96,13 +133,14 @@ def _mnist(cfg, log):
     runs = [(z, None) for z in cfg["zetas"]] + [(z, cfg["subset"]) for z in cfg["subset_zetas"]]
     for i, (zeta, subset) in enumerate(runs):
         lr = _lr(K, zeta, 0.5)
-        errs, mses, norms, gaps = [], [], [], []
+        errs, mses, norms, gaps, point_errs = [], [], [], [], []
         for s in cfg["seeds"]:
             p0 = net.init(s, xp=HOST)
             tr = R.train_regularized(net, p0, X, Y, zeta=zeta, lr=lr, steps=cfg["steps"], x_test=Xt,
                                      subset_size=subset, seed=s)
             ft = np.asarray(tr.f_test[-1])
-            errs.append(float(np.mean(np.sign(ft) != Yt)))
+            point_errs.append((np.sign(ft) != Yt).astype(float))
+            errs.append(float(np.mean(point_errs[-1])))
             mses.append(float(np.mean((ft - Yt) ** 2)))
             gaps.append(ft)
             p = tr.params
@@ -117,7 +155,9 @@ def _mnist(cfg, log):
                      "test_error": float(np.mean(errs)), "test_mse": float(np.mean(mses)),
                      "norm_sq": float(np.mean(norms)),
                      "krr_test_error": float(np.mean(np.sign(krr_t) != Yt)),
-                     "krr_test_mse": float(np.mean((krr_t - Yt) ** 2))})
+                     "krr_test_mse": float(np.mean((krr_t - Yt) ** 2)),
+                     # per-test-point error averaged over the seeds, for paired comparisons (dropped from the results)
+                     "_point_errors": np.mean(point_errs, axis=0)})
         log.bar(i + 1, len(runs), "B: MNIST τ sweep")
     return {"rows": rows, "n_train": n, "n_test": Xt.shape[0], "width": cfg["width"], "steps": cfg["steps"],
             "source": task.source, "label_noise": cfg["label_noise"], "n_flipped": int(flip.sum())}
@@ -160,13 +200,19 @@ def run(log, plt=None, outdir=None, *, quick=False):
         "Fig. 2.5", "the trained net's NTK function norm f(X)ᵀΘ̂⁻¹f(X) decreases as τ grows",
         all(x2 < x1 for x1, x2 in zip(norms, norms[1:])),
         "norms " + ", ".join(f"{r['norm_sq']:.3g} (τ={r['tau']:.3g})" for r in reg)))
-    base_err = reg[0]["test_error"]
-    best = min(reg[1:], key=lambda r: (r["test_error"], r["test_mse"]))
+    base = reg[0]
+    assert base["zeta"] == 0.0
+    lowered = [(r, *_paired(r, base)) for r in reg[1:]]
+    grid = ", ".join(f"{r['zeta']:g}" for r in reg[1:])
     claims.append(Claim(
-        "§2.5 (few samples)", f"with few noisy samples (N = {b['n_train']}, {b['n_flipped']} labels flipped) the "
-        "NTK-norm regulariser lowers the test error of the net", best["test_error"] < base_err,
-        f"unregularised {100 * base_err:.2f}% vs best regularised {100 * best['test_error']:.2f}% (τ = {best['tau']:.3g}); "
-        f"test MSE {reg[0]['test_mse']:.3f} → {best['test_mse']:.3f} (same step budget)"))
+        "§2.5.1 (few samples)", f"with few noisy samples (N = {b['n_train']}, {b['n_flipped']} labels flipped) the "
+        f"NTK-norm regulariser lowers the test error of the net by more than 2 paired SE at every ζ of the fixed grid "
+        f"{{{grid}}} (no ζ selected)",
+        all(dm + 2 * se < 0 for _, dm, se in lowered),
+        f"unregularised {100 * base['test_error']:.2f}% (MSE {base['test_mse']:.3f}); "
+        + "; ".join(f"ζ={r['zeta']:g} (τ={r['tau']:.3g}): {100 * r['test_error']:.2f}% (MSE {r['test_mse']:.3f}), "
+                    f"Δ = {100 * dm:+.2f} ± {100 * se:.2f} pts" for r, dm, se in lowered)
+        + f" (n_test = {b['n_test']}, same step budget)"))
     tracked = [r for r in reg if r["zeta"] >= 1e-2]
     claims.append(Claim(
         "Thm 2.2.1 (MNIST)", "regularised nets predict like NTK-KRR with the same ζ (relative RMS gap < 0.25 at test "
@@ -175,14 +221,26 @@ def run(log, plt=None, outdir=None, *, quick=False):
     sub = [r for r in b["rows"] if r["subset"] is not None]
     for r in sub:
         full = next(x for x in reg if x["zeta"] == r["zeta"])
+        dm_full, se_full = _paired(r, full)
+        dm_base, se_base = _paired(r, base)
+        where = f"|X_𝓘| = {r['subset']} of {b['n_train']}, ζ = {r['zeta']:g}, Algorithm 1's τ = {r['tau']:.3g}"
         claims.append(Claim(
-            "Approx. 1 / Alg. 1 (Fig. 2.6)", f"with the sub-batch estimator (|X_𝓘| = {r['subset']} of {b['n_train']}, "
-            f"ζ = {r['zeta']:g}, Algorithm 1's τ = {r['tau']:.3g}) the regulariser still beats no regularisation",
-            r["test_error"] < base_err,
-            f"test error {100 * r['test_error']:.2f}% (sub-batch) vs {100 * base_err:.2f}% (unregularised) and "
-            f"{100 * full['test_error']:.2f}% (full norm, same ζ, τ = {full['tau']:.3g}); test MSE {r['test_mse']:.3f} vs "
-            f"{full['test_mse']:.3f} (full): the estimator is biased (N/b-scaled block norms) and noisy, so the same ζ "
-            "does not give the same regularisation strength"))
+            "Approx. 1 / Alg. 1 (Fig. 2.6)", f"the sub-batch estimator ({where}) does not significantly degrade the "
+            "full-norm regulariser: its test error ≤ the full-norm error (same ζ) + 2 paired SE",
+            dm_full - 2 * se_full <= 0,
+            f"test error {100 * r['test_error']:.2f}% (sub-batch) vs {100 * full['test_error']:.2f}% (full norm, "
+            f"τ = {full['tau']:.3g}): Δ = {100 * dm_full:+.2f} ± {100 * se_full:.2f} pts; test MSE "
+            f"{r['test_mse']:.3f} vs {full['test_mse']:.3f}.  The N/b-scaled block estimator is biased and noisy, so "
+            "the same ζ is not the same strength; the seed's LeNet / batch-128 setting is not reproduced",
+            known_difference=True))
+        claims.append(Claim(
+            "Approx. 1 / Alg. 1 (Fig. 2.6)", f"with the sub-batch estimator ({where}) the regulariser still lowers "
+            "the test error of the unregularised net by more than 2 paired SE", dm_base + 2 * se_base < 0,
+            f"{100 * r['test_error']:.2f}% vs {100 * base['test_error']:.2f}% (unregularised): "
+            f"Δ = {100 * dm_base:+.2f} ± {100 * se_base:.2f} pts"))
+    for rows_ in (b["rows"], clean["rows"] if clean is not None else []):
+        for r in rows_:
+            r.pop("_point_errors", None)
 
     lines = ["**A. Regularised training vs NTK kernel ridge regression (Thm 2.2.1)** — "
              f"N = {a['n']}, d = {a['d']}, ζ = {a['zeta']}, lr = {a['lr']:.3g}, {cfg_a['steps']} full-batch steps, "
@@ -210,6 +268,12 @@ def run(log, plt=None, outdir=None, *, quick=False):
         return out
 
     lines += table(b["rows"])
+    lines += ["", "Claims use the paired difference of per-test-point errors (mean over seeds) with SE = sd/√n_test; "
+              "no ζ is selected (every ζ of the fixed grid must beat the unregularised net).  The Fig. 2.6 claim "
+              "(sub-batch ≈ full norm) is not reproduced at N = 40, b = 10 (documented difference: the N/b-scaled "
+              "block estimator is biased and noisy, ζ is not re-tuned for it).  Deviations from the seed's settings "
+              "(MLP for LeNet, 0-vs-1 squared loss for 10-class, full-batch GD for SGD+momentum, added 20 % label "
+              "noise, N = 40) are listed in the module docstring."]
     if clean is not None:
         lines += ["", "Clean labels (no claim: 0-vs-1 is easy, the differences are a few test points; "
                   "the strongest regulariser shrinks f towards 0 and raises the MSE on ±1 targets):", ""]
