@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m validation                 # the full report (~25–35 min on 2 cores) → validation/out/
+    python -m validation                 # the full report (~20–30 min on 2 cores) → validation/out/
     python -m validation --quick         # small sizes, a few minutes: checks the papers' qualitative claims (CI)
     python -m validation --only seed002  # one seed (seed000, seed002, seed003) or single sections
     python -m validation --mnist DIR     # a full MNIST (train-/t10k- IDX files) instead of the embedded 0/1 digits
