@@ -17,8 +17,20 @@ unset or ``numpy``     NumPy (through ``array_api_compat.numpy``)
 ``array_api_strict``   the strict reference namespace (compliance)
 =====================  ==========================================
 
-An unknown value, or a backend whose package is not installed, is an error
-naming the variable and the choices: never a silent fallback to NumPy.
+``NTKREF_DEVICE`` chooses the device of the default namespace on which such
+arrays are created: a CUDA ordinal (``0``, ``cuda:1``) for CuPy and PyTorch,
+a ``torch.device`` string (``cpu``, ``cuda:0``) for PyTorch, an index into
+``jax.devices()`` for JAX, and ``CPU_DEVICE``, ``device1`` or ``device2`` for
+``array_api_strict``.  ``array_api_strict`` on ``device1`` refuses implicit
+conversion to NumPy exactly as a CuPy array does, so
+``NTKREF_BACKEND=array_api_strict NTKREF_DEVICE=device1`` is the CPU stand-in
+for a GPU run: a function that leaves the input's device, or converts to
+NumPy behind the caller's back, fails there.
+
+An unknown value, a backend whose package is not installed, or a device the
+backend does not have is an error naming the variable and the choices — when
+``ntkref`` is imported, not at the first call — and never a silent fallback
+to NumPy.
 """
 from __future__ import annotations
 
@@ -28,6 +40,7 @@ import os
 import array_api_compat
 
 ENV_VAR = "NTKREF_BACKEND"
+DEVICE_VAR = "NTKREF_DEVICE"
 
 _MODULES = {
     "numpy": "array_api_compat.numpy",
@@ -66,6 +79,106 @@ def default_namespace():
             f"({exc}); install it (e.g. `pip install ntkref[{name}]`) or choose one of "
             f"{', '.join(BACKENDS)}."
         ) from exc
+
+
+def _cuda_ordinal(value):
+    text = value[5:] if value.startswith("cuda:") else value
+    if not text.isdigit():
+        raise BackendError(
+            f"{DEVICE_VAR}={value!r} is not a CUDA device; use an ordinal such as '0' or 'cuda:0'."
+        )
+    return int(text)
+
+
+def default_device():
+    """The device named by ``NTKREF_DEVICE`` for the default namespace (``None``: the library's default).
+
+    Raises :class:`BackendError` naming the variable if the value is not a device of that backend.
+    """
+    value = os.environ.get(DEVICE_VAR, "").strip()
+    if not value:
+        return None
+    name = backend_name()
+    xp = default_namespace()
+    if name == "array_api_strict":
+        try:
+            return xp.Device(value)
+        except ValueError as exc:
+            raise BackendError(
+                f"{DEVICE_VAR}={value!r} is not a device of array_api_strict; choose CPU_DEVICE, device1 or device2."
+            ) from exc
+    if name == "numpy":
+        if value.lower() != "cpu":
+            raise BackendError(f"{DEVICE_VAR}={value!r}: the NumPy backend has only the device 'cpu'.")
+        return "cpu"
+    if name == "cupy":
+        import cupy
+
+        ordinal = _cuda_ordinal(value)
+        count = cupy.cuda.runtime.getDeviceCount()
+        if ordinal >= count:
+            raise BackendError(f"{DEVICE_VAR}={value!r}: CuPy sees {count} CUDA device(s).")
+        return cupy.cuda.Device(ordinal)
+    if name == "torch":
+        import torch
+
+        try:
+            dev = torch.device(value if not value.isdigit() else f"cuda:{value}")
+            torch.empty(0, device=dev)
+        except (RuntimeError, AssertionError) as exc:
+            raise BackendError(f"{DEVICE_VAR}={value!r} is not a usable PyTorch device: {exc}") from exc
+        return dev
+    if name == "jax":
+        import jax
+
+        devices = jax.devices()
+        if not value.isdigit() or int(value) >= len(devices):
+            raise BackendError(f"{DEVICE_VAR}={value!r}: use an index into jax.devices() ({len(devices)} device(s)).")
+        return devices[int(value)]
+    raise BackendError(f"{DEVICE_VAR}={value!r}: the {name} backend takes no device setting; unset {DEVICE_VAR}.")
+
+
+def check_environment():
+    """Resolve ``NTKREF_BACKEND`` and ``NTKREF_DEVICE`` now; raise :class:`BackendError` if either is unusable.
+
+    Called when ``ntkref`` is imported, so a typo fails at once even in programs that pass arrays.
+    """
+    default_namespace()
+    default_device()
+
+
+def asarray(x, dtype=None, *, like=None):
+    """``x`` as an array of the namespace of ``like`` (on its device), or of the default namespace and device.
+
+    The one way ntkref creates arrays from Python lists, scalars or host data, so that
+    ``NTKREF_BACKEND``/``NTKREF_DEVICE`` decide where they live.  NumPy input is copied to the device
+    explicitly; nothing is converted back.
+    """
+    if like is not None and is_array(like):
+        xp = array_api_compat.array_namespace(like)
+        return xp.asarray(x, dtype=dtype, device=device_of(like))
+    xp = default_namespace()
+    return xp.asarray(x, dtype=dtype, device=default_device())
+
+
+def description():
+    """A short text naming the default backend and device, for reports and ``--json`` output."""
+    dev = default_device()
+    name = backend_name()
+    if dev is None:
+        xp = default_namespace()
+        try:
+            dev = device_of(xp.zeros(0))
+        except Exception:  # pragma: no cover - namespaces without a device notion
+            dev = "default"
+    text = f"{name} on {dev}"
+    if name == "cupy":
+        import cupy
+
+        props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+        gpu = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+        text += f" ({gpu})"
+    return text
 
 
 def is_array(x) -> bool:

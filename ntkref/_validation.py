@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import numbers
 
-from ._backend import namespace
+from ._backend import default_device, is_array, namespace
 
 
 class InvalidParameterError(ValueError, TypeError):
@@ -87,7 +87,12 @@ def check_array(x, name, *, caller=None, ndim=None, xp=None, dtype=None, finite=
     if x is None:
         raise InvalidParameterError(f"The {name!r} parameter{' of ' + caller if caller else ''} must be an array. Got None instead.")
     try:
-        arr = xp.asarray(x)
+        if is_array(x):
+            arr = xp.asarray(x)
+        else:
+            # Python lists/scalars: created on the default device, and floats straight in the target dtype
+            # (PyTorch would otherwise round Python floats to float32 first).
+            arr = _asarray_host(x, xp, dtype)
     except Exception as exc:
         raise InvalidParameterError(f"The {name!r} parameter could not be converted to an array: {exc}") from exc
     if xp.isdtype(arr.dtype, "complex floating"):
@@ -114,6 +119,20 @@ def check_array(x, name, *, caller=None, ndim=None, xp=None, dtype=None, finite=
             f"The {name!r} parameter{' of ' + caller if caller else ''} contains NaN or infinite values."
         )
     return arr
+
+
+def _asarray_host(x, xp, dtype):
+    import numpy as np
+
+    host = np.asarray(x)
+    if host.dtype.kind in "fiub":
+        want = np.float32 if (dtype in ("float32",) or dtype is getattr(xp, "float32", None)) else None
+        if want is None and host.dtype.kind == "f":
+            want = host.dtype
+        host = host.astype(want if want is not None else np.float64)
+        target = xp.float32 if host.dtype == np.float32 else xp.float64
+        return xp.asarray(host, dtype=target, device=default_device())
+    return xp.asarray(host, device=default_device())
 
 
 def check_labels(y, name="y", *, caller=None, xp=None):

@@ -1,8 +1,12 @@
 """Shared fixtures: the array namespace under test and conversion helpers.
 
 Tests build inputs with NumPy (seeded) and move them to ``xp``, the namespace
-selected by ``NTKREF_BACKEND`` (NumPy by default; ``array_api_strict`` in CI's
-second run; ``cupy`` on a GPU machine).  Results come back with ``to_numpy``.
+selected by ``NTKREF_BACKEND`` (NumPy by default; ``array_api_strict`` on its
+``device1`` in CI's second run, the CPU stand-in for a GPU; ``cupy`` on a GPU
+machine), on the device ``NTKREF_DEVICE`` names.  Results come back with
+``tonp``, never ``np.asarray`` (a CuPy array, or a strict array on device1,
+refuses it).  ``xdev`` is the device inputs live on; ``on_device`` asserts a
+result is an array of ``xp`` on it.
 """
 import os
 
@@ -10,7 +14,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 
-from ntkref._backend import default_namespace, to_numpy
+import array_api_compat
+
+from ntkref._backend import default_device, default_namespace, to_numpy
 
 settings.register_profile(
     "deterministic",
@@ -30,14 +36,34 @@ def xp():
 
 
 @pytest.fixture(scope="session")
-def asxp(xp):
+def xdev(xp):
+    dev = default_device()
+    return dev if dev is not None else array_api_compat.device(xp.zeros(0))
+
+
+@pytest.fixture(scope="session")
+def asxp(xp, xdev):
     def convert(a, dtype=None):
         a = np.asarray(a)
         if dtype is None and a.dtype.kind in "fc":
             dtype = xp.float64 if a.dtype == np.float64 else xp.float32
-        return xp.asarray(a, dtype=dtype) if dtype is not None else xp.asarray(a)
+        return xp.asarray(a, dtype=dtype, device=xdev) if dtype is not None else xp.asarray(a, device=xdev)
 
     return convert
+
+
+@pytest.fixture(scope="session")
+def on_device(xp, xdev):
+    """Assert that every array given is an array of ``xp`` on the inputs' device (``None`` is skipped)."""
+
+    def check(*arrays):
+        for a in arrays:
+            if a is None:
+                continue
+            assert array_api_compat.array_namespace(a) is array_api_compat.array_namespace(xp.zeros(0)), type(a)
+            assert array_api_compat.device(a) == xdev, (array_api_compat.device(a), xdev)
+
+    return check
 
 
 @pytest.fixture(scope="session")

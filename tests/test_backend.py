@@ -8,6 +8,7 @@ from ntkref import _backend, kernels
 
 def test_unknown_backend_is_a_clear_error(monkeypatch):
     monkeypatch.setenv("NTKREF_BACKEND", "tensorflow")
+    monkeypatch.delenv("NTKREF_DEVICE", raising=False)
     with pytest.raises(ntkref.BackendError, match="NTKREF_BACKEND.*numpy.*array_api_strict"):
         _backend.default_namespace()
     # functions creating arrays from plain lists use the default namespace, so they fail the same way
@@ -36,6 +37,7 @@ def test_missing_package_is_a_clear_error(monkeypatch):
 
 def test_default_and_explicit_namespaces(monkeypatch):
     monkeypatch.delenv("NTKREF_BACKEND", raising=False)
+    monkeypatch.delenv("NTKREF_DEVICE", raising=False)
     assert _backend.backend_name() == "numpy"
     out = kernels.fc([[1.0, 0.0], [0.0, 1.0]]).ntk
     assert isinstance(out, np.ndarray)
