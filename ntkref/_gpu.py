@@ -48,11 +48,11 @@ _RECURSION = r"""
         opr += tiny;
         T sin_t = sqrt(omr * opr);
         T phi = atan(sin_t / opr);
-        phi *= (T)(2.0 / M_PI);
+        phi *= (T)TWO_OVER_PI;
         T omp = (T)1 - phi;
         if (have) { ntk *= omp; } else { ntk = omp * rho; have = true; }
         omp *= rho;
-        sin_t *= (T)(1.0 / M_PI);
+        sin_t *= (T)ONE_OVER_PI;
         omp += sin_t;
         if (!last) {
             phi *= rho;
@@ -64,7 +64,8 @@ _RECURSION = r"""
         rho = omp;
         ntk += rho;
     }
-"""
+""".replace("TWO_OVER_PI", repr(2 / math.pi)).replace("ONE_OVER_PI", repr(1 / math.pi))
+# (the same doubles as the array-API path's 2 / math.pi and 1 / math.pi, rounded to T the way NumPy does)
 
 _WRITE = r"""
     const T scale = a1[row] * a2[col];

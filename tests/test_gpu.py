@@ -1,0 +1,102 @@
+"""The fused CUDA kernel of ``ntkref._gpu`` against its reference, the array-API path, on the GPU.
+
+These run where CuPy sees a GPU (``NTKREF_BACKEND=cupy``, ``.ci/device``) and are skipped elsewhere; the
+accuracy against mpmath on adversarial rows is ``tests/test_kernels.py``, which under
+``NTKREF_BACKEND=cupy`` goes through the fused kernel for every bias-free ReLU configuration.
+"""
+import math
+
+import numpy as np
+import pytest
+
+from ntkref import kernels as K
+
+from .test_kernels import adversarial_rows
+
+cupy = pytest.importorskip("cupy")
+try:
+    _N_GPUS = cupy.cuda.runtime.getDeviceCount()
+except Exception:  # noqa: BLE001 - no driver, no device
+    _N_GPUS = 0
+pytestmark = pytest.mark.skipif(_N_GPUS == 0, reason="needs a CUDA device")
+
+
+def _scaled_err(a, b, diag1, diag2):
+    scale = np.sqrt(np.outer(diag1, diag2))
+    return np.max(np.abs(a - b) / np.where(scale > 0, scale, 1.0))
+
+
+def _inputs(kind, dtype):
+    rng = np.random.default_rng(3)
+    if kind == "adversarial":
+        x = adversarial_rows(d=6, seed=1)
+        y = np.concatenate([adversarial_rows(d=6, seed=2)[:9], x[:4]])
+    else:
+        x = rng.random((300, 40))
+        x[10] = x[3] * 2.5  # exactly parallel, unequal norms
+        x[11] = -x[4]  # antiparallel
+        x[12] = 0.0
+        y = np.concatenate([rng.random((170, 40)), x[:30] * 1.0000001])
+    return cupy.asarray(x.astype(dtype)), cupy.asarray(y.astype(dtype))
+
+
+@pytest.mark.parametrize("dtype,tol", [("float64", 4e-15), ("float32", 2e-6)])
+@pytest.mark.parametrize("kind", ["adversarial", "random"])
+@pytest.mark.parametrize("depth,W", [(0, 1.0), (1, 1.0), (3, [1.0, 1.3, 0.7, 2.0]), (5, math.sqrt(2.0))])
+def test_fused_equals_array_api_path(kind, dtype, tol, depth, W):
+    x, y = _inputs(kind, dtype)
+    for x2 in (None, y):
+        fused = K.fc(x, x2, depth=depth, W_std=W)
+        ref = K.fc(x, x2, depth=depth, W_std=W, engine="array_api")
+        d1 = K.fc_diagonal(x, depth=depth, W_std=W)
+        d2 = d1 if x2 is None else K.fc_diagonal(y, depth=depth, W_std=W)
+        for name in ("nngp", "ntk"):
+            a, b = cupy.asnumpy(getattr(fused, name)), cupy.asnumpy(getattr(ref, name))
+            assert a.dtype == np.dtype(dtype)
+            dd1, dd2 = cupy.asnumpy(getattr(d1, name)), cupy.asnumpy(getattr(d2, name))
+            # same operations per entry; only the matrix product's summation order and fused multiply-adds differ
+            assert _scaled_err(a, b, dd1, dd2) <= tol, (name, x2 is None)
+            if x2 is None:
+                assert np.array_equal(a, a.T)  # exactly symmetric
+
+
+@pytest.mark.parametrize("get", ["nngp", "ntk", ("nngp", "ntk")])
+def test_fused_outputs_and_blocks(get):
+    x, y = _inputs("random", "float64")
+    from ntkref import _gpu
+    from ntkref.kernels._fc import _row_norms
+
+    full = K.fc(x, y, depth=2, get=get)
+    n1, u1 = _row_norms(x, cupy)
+    n2, u2 = _row_norms(y, cupy)
+    nngp, ntk = _gpu.fc_relu_unbiased(n1, u1, n2, u2, x.shape[1], [1.0, 1.0, 1.0], "nngp" in get, "ntk" in get,
+                                      False, cupy, block_rows=7)
+    for name, blocked in (("nngp", nngp), ("ntk", ntk)):
+        if name in get:
+            # row blocks of 7 change only the matrix product's blocking: agreement to rounding
+            np.testing.assert_allclose(cupy.asnumpy(blocked), cupy.asnumpy(getattr(full, name)), rtol=1e-14, atol=1e-15)
+        else:
+            assert blocked is None and getattr(full, name) is None
+
+
+def test_fused_peak_memory_is_close_to_the_output():
+    pool = cupy.get_default_memory_pool()
+    x = cupy.asarray(np.random.default_rng(0).random((3000, 784)))
+    K.fc(x[:64], depth=3, get="ntk")  # compile
+    high = [0]
+
+    def alloc(size):
+        mem = pool.malloc(size)
+        high[0] = max(high[0], pool.used_bytes())
+        return mem
+
+    cupy.cuda.Device().synchronize()
+    base = pool.used_bytes()
+    high[0] = base
+    cupy.cuda.set_allocator(alloc)
+    try:
+        out = K.fc(x, depth=3, get="ntk").ntk
+        cupy.cuda.Device().synchronize()
+    finally:
+        cupy.cuda.set_allocator(pool.malloc)
+    assert (high[0] - base) <= 1.5 * out.nbytes, (high[0] - base) / out.nbytes
