@@ -22,8 +22,9 @@ Near-parallel and antiparallel pairs (|ρ| > 0.95) take their angle from the row
 a loop over the d features), then the same recursion; this keeps angles of 1e-9 rad accurate where
 1 − ρ from the Gram has lost every digit.
 
-Symmetric Grams (``x2=None``): the matrix product is made exactly symmetric (its lower triangle copied
-from the upper) before the recursion, which is elementwise, so the result is exactly symmetric.
+Symmetric Grams (``x2=None``): cuBLAS ``syrk`` computes the upper triangle of the product only (half the
+multiply-adds), the lower triangle is copied from it, and the recursion, which is elementwise, keeps the
+result exactly symmetric.
 
 Memory: the output, plus one byte an entry for the |ρ| > 0.95 mask of a row block and eight bytes per
 refined pair.  Row blocks are as large as free device memory allows (a single block for n = 40 000 in
@@ -157,10 +158,16 @@ def fc_relu_unbiased(x1n, u1, x2n, u2, d, Ws, want_nngp, want_ntk, symmetric, xp
         # of a row block must fit in a quarter of what is free after the outputs
         budget = max(_free_bytes() // 4, 1 << 26)
         block_rows = max(1, min(n1, budget // max(9 * n2, 1)))
-    # the Gram of unit rows: one matrix product per row block, straight into the output
-    for i0 in range(0, n1, block_rows):
-        i1 = min(n1, i0 + block_rows)
-        cupy.matmul(u1[i0:i1], u2.T, out=out1[i0:i1])
+    # the Gram of unit rows, straight into the output: for a symmetric Gram in one block, the upper
+    # triangle only (cuBLAS syrk: half the multiply-adds of a full product), else one product per row block
+    if symmetric and block_rows >= n1:
+        import cupy.cublas
+
+        cupy.cublas.syrk("N", u1, out=out1, alpha=1.0, beta=0.0, lower=False)  # upper triangle, row-major
+    else:
+        for i0 in range(0, n1, block_rows):
+            i1 = min(n1, i0 + block_rows)
+            cupy.matmul(u1[i0:i1], u2.T, out=out1[i0:i1])
     if symmetric and n1 > 1:
         mirror(n1, out1, size=n1 * n1)
     thr = dtype.type(_PARALLEL_THRESHOLD)

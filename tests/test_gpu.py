@@ -31,6 +31,8 @@ def _inputs(kind, dtype):
     if kind == "adversarial":
         x = adversarial_rows(d=6, seed=1)
         y = np.concatenate([adversarial_rows(d=6, seed=2)[:9], x[:4]])
+        if dtype == "float32":  # rows of 1e±100 and beyond are not float32 numbers
+            x, y = (a[np.all((np.abs(a) < 1e30) & ((np.abs(a) > 1e-30) | (a == 0)), axis=1)] for a in (x, y))
     else:
         x = rng.random((300, 40))
         x[10] = x[3] * 2.5  # exactly parallel, unequal norms
@@ -67,6 +69,7 @@ def test_fused_outputs_and_blocks(get):
     from ntkref.kernels._fc import _row_norms
 
     full = K.fc(x, y, depth=2, get=get)
+    sym_blocked = K.fc(x, depth=2, get="ntk")
     n1, u1 = _row_norms(x, cupy)
     n2, u2 = _row_norms(y, cupy)
     nngp, ntk = _gpu.fc_relu_unbiased(n1, u1, n2, u2, x.shape[1], [1.0, 1.0, 1.0], "nngp" in get, "ntk" in get,
@@ -77,6 +80,12 @@ def test_fused_outputs_and_blocks(get):
             np.testing.assert_allclose(cupy.asnumpy(blocked), cupy.asnumpy(getattr(full, name)), rtol=1e-14, atol=1e-15)
         else:
             assert blocked is None and getattr(full, name) is None
+    # symmetric: syrk (one block) against row-block products (blocks of 7)
+    _, sym7 = _gpu.fc_relu_unbiased(n1, u1, n1, u1, x.shape[1], [1.0, 1.0, 1.0], False, True, True, cupy,
+                                    block_rows=7)
+    a, b = cupy.asnumpy(sym_blocked.ntk), cupy.asnumpy(sym7)
+    np.testing.assert_allclose(a, b, rtol=1e-14, atol=1e-15)
+    assert np.array_equal(a, a.T) and np.array_equal(b, b.T)
 
 
 def test_fused_peak_memory_is_close_to_the_output():
