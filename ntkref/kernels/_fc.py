@@ -56,7 +56,7 @@ from dataclasses import dataclass
 import array_api_compat
 
 from .. import _gpu
-from .._backend import namespace
+from .._backend import device_of, namespace
 from .._compat import erf as _erf
 from .._compat import gauss_hermite, scatter_flat, single_threaded_blas
 from .._validation import InvalidParameterError, check_array, check_int, check_option, check_real
@@ -225,7 +225,8 @@ def _dense_pair(pair, s1, s2, W, b, xp):
     if b == 0.0:
         return pair
     a1, a2 = W * s1, W * s2
-    t1, t2 = xp.hypot(a1, xp.asarray(b, dtype=s1.dtype)), xp.hypot(a2, xp.asarray(b, dtype=s2.dtype))
+    bb = xp.asarray(b, dtype=s1.dtype, device=device_of(s1))
+    t1, t2 = xp.hypot(a1, bb), xp.hypot(a2, bb)
     S = t1 * t2
     P = a1 * a2
     b2 = b * b
@@ -239,7 +240,7 @@ def _dense_pair(pair, s1, s2, W, b, xp):
 
 
 def _dense_scale(s, W, b, xp):
-    return xp.hypot(W * s, xp.asarray(b, dtype=s.dtype)) if b != 0.0 else W * s
+    return xp.hypot(W * s, xp.asarray(b, dtype=s.dtype, device=device_of(s))) if b != 0.0 else W * s
 
 
 # ----------------------------------------------------------- dual activations
@@ -298,7 +299,7 @@ def _erf_variance(s, xp):
 
     The atan2 form has no 1 − 1/(1 + 2s²) cancellation (tiny s) and no overflow for s ≤ 1e154.
     """
-    one = xp.asarray(1.0, dtype=s.dtype)
+    one = xp.asarray(1.0, dtype=s.dtype, device=device_of(s))
     return (2 / _PI) * xp.atan2(2 * s * s, xp.hypot(one, 2 * s))
 
 
@@ -309,7 +310,7 @@ def _erf_layer(pair, s1, s2, xp):
     r = 2t₁t₂ρ, 1 − 2t₁t₂ = (u₁²u₂² + 2t₁²u₂² + 2t₂²u₁²)/(1 + 2t₁t₂) ≥ 0, so
     1 ∓ r = (1 − 2t₁t₂) + 2t₁t₂(1 ∓ ρ) are sums of non-negative terms at every scale.
     """
-    one = xp.asarray(1.0, dtype=s1.dtype)
+    one = xp.asarray(1.0, dtype=s1.dtype, device=device_of(s1))
     r2 = math.sqrt(2.0)
     p1, p2 = xp.hypot(one, r2 * s1), xp.hypot(one, r2 * s2)  # √(1 + 2q)
     t1, t2 = s1 / p1, s2 / p2
@@ -339,8 +340,8 @@ def _quadrature_layer(pair, s1, s2, act, n_points, xp):
     """E[σσ], E[σ'σ'] by a tensor Gauss–Hermite rule in polar form."""
     z, w = gauss_hermite(n_points, xp, s1.dtype, device=array_api_compat.device(s1))
     sin_t = xp.sqrt(xp.clip(pair.omr * pair.opr, 0.0, None))
-    e_ff = xp.zeros(pair.rho.shape, dtype=s1.dtype)
-    e_dd = xp.zeros(pair.rho.shape, dtype=s1.dtype)
+    e_ff = xp.zeros(pair.rho.shape, dtype=s1.dtype, device=device_of(s1))
+    e_dd = xp.zeros(pair.rho.shape, dtype=s1.dtype, device=device_of(s1))
     zb = xp.reshape(z, (1, 1, -1))
     wb = xp.reshape(w, (1, 1, -1))
     for a in range(n_points):
@@ -462,9 +463,9 @@ def _diag_recursion(xn, d, Ws, bs, act, closed, n_points, xp):
     for W, b in zip(Ws[1:], bs[1:]):
         if closed == "relu":
             a = s / math.sqrt(2.0)
-            dot = xp.full(s.shape, 0.5, dtype=s.dtype)
+            dot = xp.full(s.shape, 0.5, dtype=s.dtype, device=device_of(s))
         elif closed == "erf":
-            one = xp.asarray(1.0, dtype=s.dtype)
+            one = xp.asarray(1.0, dtype=s.dtype, device=device_of(s))
             a = xp.sqrt(_erf_variance(s, xp))
             # (1 + 2q)² − 4q² = 1 + 4q → E[σ'²] = (4/π)/√(1 + 4q)
             dot = (4 / _PI) / xp.hypot(one, 2 * s)
@@ -595,10 +596,11 @@ def fc(
             n1_norm, u1, n2_norm, u2, d, Ws, "nngp" in wanted, want_ntk, symmetric, xp
         )
         return Kernel(nngp, ntk)
+    if array_api_compat.is_jax_namespace(xp):
+        # JAX arrays are immutable: blocks are assembled by concatenation (about twice the output in memory)
+        return _fc_assembled(n1_norm, u1, n2_norm, u2, d, Ws, bs, act, closed, n_points, wanted, symmetric,
+                             unbiased_relu, block_size, xp)
     outs = {g: xp.zeros((n1, n2), dtype=x1.dtype, device=array_api_compat.device(x1)) for g in wanted}
-    can_set = not array_api_compat.is_jax_namespace(xp)
-    if not can_set:
-        raise InvalidParameterError("fc does not support JAX arrays yet (blocked assembly needs item assignment).")
     tasks = []
     for i0 in range(0, n1, block_size):
         i1 = min(i0 + block_size, n1)
@@ -645,6 +647,53 @@ def fc(
         with single_threaded_blas(xp), ThreadPoolExecutor(max_workers=workers) as pool:
             for _ in pool.map(compute, tasks):
                 pass
+    return Kernel(outs.get("nngp"), outs.get("ntk"))
+
+
+def _block_values(n1_norm, u1, n2_norm, u2, i0, i1, j0, j1, d, Ws, bs, act, closed, n_points, wanted,
+                  unbiased_relu, xp):
+    want_ntk = "ntk" in wanted
+    if unbiased_relu:
+        nngp, ntk = _relu_unbiased_block(
+            n1_norm[i0:i1], u1[i0:i1, :], n2_norm[j0:j1], u2[j0:j1, :], d, Ws, "nngp" in wanted, want_ntk, xp
+        )
+    else:
+        nngp, ntk = _fc_block(
+            n1_norm[i0:i1], u1[i0:i1, :], n2_norm[j0:j1], u2[j0:j1, :], d, Ws, bs, act, closed, n_points,
+            want_ntk, xp,
+        )
+    return {"nngp": nngp, "ntk": ntk}
+
+
+def _fc_assembled(n1_norm, u1, n2_norm, u2, d, Ws, bs, act, closed, n_points, wanted, symmetric, unbiased_relu,
+                  block_size, xp):
+    """:func:`fc` for namespaces without item assignment (JAX): the same blocks, joined by concatenation."""
+    n1, n2 = u1.shape[0], u2.shape[0]
+    starts1 = list(range(0, n1, block_size))
+    starts2 = list(range(0, n2, block_size))
+    blocks = {}
+    for i0 in starts1:
+        for j0 in starts2:
+            if symmetric and j0 < i0:
+                continue
+            vals = _block_values(n1_norm, u1, n2_norm, u2, i0, min(i0 + block_size, n1), j0,
+                                 min(j0 + block_size, n2), d, Ws, bs, act, closed, n_points, wanted,
+                                 unbiased_relu, xp)
+            if symmetric and i0 == j0:  # exact symmetry: mirror the upper triangle
+                vals = {g: (None if v is None else xp.triu(v) + xp.matrix_transpose(xp.triu(v, k=1)))
+                        for g, v in vals.items()}
+            blocks[i0, j0] = vals
+    outs = {}
+    for g in wanted:
+        if not starts1 or not starts2:  # an empty Gram
+            outs[g] = xp.zeros((n1, n2), dtype=u1.dtype, device=array_api_compat.device(u1))
+            continue
+        rows = []
+        for i0 in starts1:
+            row = [blocks[i0, j0][g] if (i0, j0) in blocks else xp.matrix_transpose(blocks[j0, i0][g])
+                   for j0 in starts2]
+            rows.append(xp.concat(row, axis=1) if len(row) > 1 else row[0])
+        outs[g] = xp.concat(rows, axis=0) if len(rows) > 1 else rows[0]
     return Kernel(outs.get("nngp"), outs.get("ntk"))
 
 
