@@ -5,15 +5,21 @@ magic number, the element type and the size; :func:`load_mnist` reads an
 image/label pair and :func:`binary_digits` makes the seed-000 task (digits 0
 vs 1 with labels −1/+1, pixels scaled to [0, 1], flattened to 784 features,
 no other normalisation — as the official code).
+
+The readers return host NumPy arrays (file contents; move them to a device
+explicitly with ``xp.asarray(..., device=...)``);
+:func:`binary_digits` works in the namespace and on the device of its inputs.
 """
 from __future__ import annotations
 
 import gzip
+import math
 import os
 import struct
 
 import numpy as np
 
+from ._backend import device_of, namespace
 from ._validation import InvalidParameterError
 
 __all__ = ["load_idx", "load_mnist", "binary_digits", "IDXFormatError"]
@@ -26,7 +32,7 @@ class IDXFormatError(InvalidParameterError):
 
 
 def load_idx(path):
-    """Read an IDX file (optionally gzip-compressed) into a NumPy array.
+    """Read an IDX file (optionally gzip-compressed) into a NumPy array (host memory).
 
     Raises
     ------
@@ -69,7 +75,7 @@ def _find(directory, stem):
 
 
 def load_mnist(directory, split=None):
-    """Images (n, 28, 28) uint8 and labels (n,) from ``directory``.
+    """Images (n, 28, 28) uint8 and labels (n,) from ``directory``, as NumPy arrays (host memory).
 
     ``split=None`` reads ``images-idx3-ubyte[.gz]``/``labels-idx1-ubyte[.gz]``
     (a subset as shipped with ntkref); ``"train"``/``"test"`` read the
@@ -91,8 +97,18 @@ def load_mnist(directory, split=None):
 
 
 def binary_digits(images, labels, negative=0, positive=1):
-    """The two-digit task: X (n, 784) float64 in [0, 1] and y ∈ {−1, +1} (``positive`` → +1)."""
+    """The two-digit task: X (n, 784) float64 in [0, 1] and y ∈ {−1, +1} (``positive`` → +1).
+
+    In the namespace and on the device of ``images``/``labels`` (NumPy in, NumPy out).
+    """
+    xp = namespace(images, labels)
+    images, labels = xp.asarray(images), xp.asarray(labels)
+    dev = device_of(labels)
     keep = (labels == negative) | (labels == positive)
-    X = images[keep].reshape(int(keep.sum()), -1).astype(np.float64) / 255.0
-    y = np.where(labels[keep] == positive, 1.0, -1.0)
+    idx = xp.nonzero(keep)[0]
+    n_features = math.prod(images.shape[1:])
+    X = xp.reshape(xp.take(images, idx, axis=0), (idx.shape[0], n_features))
+    X = xp.astype(X, xp.float64) / 255.0
+    one = xp.ones((idx.shape[0],), dtype=xp.float64, device=dev)
+    y = xp.where(xp.take(labels, idx) == positive, one, -one)
     return X, y

@@ -577,3 +577,73 @@ def test_convnet_bad_input(xp, asxp):
         net.apply(params, asxp(np.ones((2, 32))))
     with pytest.raises(InvalidParameterError, match="layers"):
         net.apply(params[:1], asxp(_images(2, 2, 4, 4)))
+
+
+# ------------------------------------------------------------------ device placement
+
+
+def _device1():
+    strict = pytest.importorskip("array_api_strict")
+    return strict, strict.Device("device1")
+
+
+def _arrays_in(result):
+    """Every array in a result: nested tuples/lists and dataclasses (Kernel) are walked, None skipped."""
+    import dataclasses
+
+    if result is None or isinstance(result, (int, float, str)):
+        return []
+    if dataclasses.is_dataclass(result):
+        return [a for f in dataclasses.fields(result) for a in _arrays_in(getattr(result, f.name))]
+    if isinstance(result, (tuple, list)):
+        return [a for r in result for a in _arrays_in(r)]
+    return [result]
+
+
+def _assert_on_device(result, strict, dev):
+    import array_api_compat
+
+    arrays = _arrays_in(result)
+    assert arrays
+    for a in arrays:
+        assert array_api_compat.array_namespace(a) is strict, type(a)
+        assert array_api_compat.device(a) == dev, array_api_compat.device(a)
+
+
+def _net(readout):
+    return ConvNet(2, 3, 2, readout=readout, b_std=0.3, spatial_shape=(4, 4))
+
+
+_DEVICE_CALLS = {
+    "cntk-gap": lambda x, y, p, c, s: cntk(x, depth=2, readout="gap", b_std=0.2),
+    "cntk-flatten-x2": lambda x, y, p, c, s: cntk(x, y, depth=2, readout="flatten", fix_first_last=True),
+    "cntk-flatten-full": lambda x, y, p, c, s: cntk(x, y, depth=1, readout="flatten", method="full", max_memory=1),
+    "ConvNet.init": lambda x, y, p, c, s: _net("gap").init(0, xp=s, device=x.device),
+    "ConvNet.apply": lambda x, y, p, c, s: _net("gap").apply(p, x),
+    "ConvNet.jacobian": lambda x, y, p, c, s: _net("gap").jacobian(p, x),
+    "ConvNet.jacobian-flat": lambda x, y, p, c, s: _net("gap").jacobian(p, x, flat=True),
+    "ConvNet.vjp": lambda x, y, p, c, s: _net("gap").vjp(p, x, c),
+    "ConvNet.empirical_ntk": lambda x, y, p, c, s: _net("gap").empirical_ntk(p, x, y),
+    "ConvNet.empirical_ntk-per-layer": lambda x, y, p, c, s: _net("gap").empirical_ntk(p, x, per_layer=True),
+}
+
+
+@pytest.mark.parametrize("name", list(_DEVICE_CALLS))
+def test_public_functions_return_arrays_on_the_input_device(name):
+    """Inputs (and parameters) on array_api_strict's device1 (the CPU stand-in for a GPU) give results on device1."""
+    strict, dev = _device1()
+    x = strict.asarray(_images(3, 2, 4, 4, seed=1), device=dev)
+    y = strict.asarray(_images(2, 2, 4, 4, seed=2), device=dev)
+    params = _net("gap").init(5, xp=strict, device=dev)
+    c = strict.asarray(np.array([0.5, -1.0, 2.0]), device=dev)
+    _assert_on_device(_DEVICE_CALLS[name](x, y, params, c, strict), strict, dev)
+
+
+def test_convnet_init_uses_the_default_device(monkeypatch):
+    """Without xp/device, init creates parameters in NTKREF_BACKEND's namespace on NTKREF_DEVICE."""
+    strict, dev = _device1()
+    monkeypatch.setenv("NTKREF_BACKEND", "array_api_strict")
+    monkeypatch.setenv("NTKREF_DEVICE", "device1")
+    _assert_on_device(_net("flatten").init(0), strict, dev)
+    with pytest.raises(InvalidParameterError, match="dtype"):
+        _net("gap").init(0, dtype=strict.int32)

@@ -60,3 +60,28 @@ def test_shared_subset_if_present():
     assert images.shape == (10000, 28, 28) and labels.shape == (10000,)
     X, y = binary_digits(images, labels)
     assert X.shape[0] == int((labels == 0).sum() + (labels == 1).sum()) == 2128
+
+
+def test_binary_digits_keeps_the_namespace_and_device():
+    """binary_digits on arrays of array_api_strict's device1 (the CPU stand-in for a GPU): results on device1,
+    equal to the NumPy route; the IDX readers themselves return host NumPy arrays (file contents)."""
+    import array_api_compat
+
+    from ntkref import to_numpy
+
+    strict = pytest.importorskip("array_api_strict")
+    dev = strict.Device("device1")
+    rng = np.random.default_rng(1)
+    imgs = rng.integers(0, 256, size=(6, 4, 4), dtype=np.uint8)
+    labs = np.array([3, 0, 1, 1, 7, 0], dtype=np.uint8)
+    X_np, y_np = binary_digits(imgs, labs)
+    assert isinstance(X_np, np.ndarray) and isinstance(y_np, np.ndarray)
+    X, y = binary_digits(strict.asarray(imgs, device=dev), strict.asarray(labs, device=dev))
+    for a in (X, y):
+        assert array_api_compat.array_namespace(a) is strict and array_api_compat.device(a) == dev
+    assert X.dtype == strict.float64 and tuple(X.shape) == (4, 16)
+    assert np.array_equal(to_numpy(X), X_np) and np.array_equal(to_numpy(y), y_np)
+    assert np.array_equal(y_np, [-1, 1, 1, -1])
+    # no digit of the pair present: empty, with the feature count kept
+    X0, y0 = binary_digits(strict.asarray(imgs, device=dev), strict.asarray(labs, device=dev), negative=5, positive=6)
+    assert tuple(X0.shape) == (0, 16) and tuple(y0.shape) == (0,) and array_api_compat.device(X0) == dev

@@ -128,3 +128,33 @@ def test_manifest_is_plain_json():
     text = golden.path("manifest.json").read_text(encoding="utf-8")
     assert json.loads(text)["version"] == 1
     assert "NaN" not in text and "Infinity" not in text
+
+
+# ------------------------------------------------------------------ device placement
+
+
+@pytest.mark.parametrize("case_id", ["fc-relu-depth2-bias", "fc-erf-depth1-bias", "eq63", "arora-depth1", "wei",
+                                     "cntk-gap-depth1"])
+def test_golden_inputs_on_device1_give_results_on_device1(case_id):
+    """The golden readers return host NumPy data; moved explicitly to array_api_strict's device1 (the CPU stand-in
+    for a GPU), every kernel family returns arrays on device1 that still match the golden values."""
+    import array_api_compat
+
+    from ntkref import to_numpy
+
+    strict = pytest.importorskip("array_api_strict")
+    dev = strict.Device("device1")
+    c = golden.case(case_id)
+    x = golden.inputs(c["inputs"])
+    assert isinstance(x, np.ndarray) and isinstance(golden.values(case_id), np.ndarray)
+
+    def on_device1(a, dtype=None):
+        return strict.asarray(a, device=dev)
+
+    got = _ntkref_values(c, x, on_device1, lambda a: a)
+    for output, values in c["values"].items():
+        a = got[output]
+        assert array_api_compat.array_namespace(a) is strict and array_api_compat.device(a) == dev
+        G = np.array(values)
+        s = np.sqrt(np.diag(G))
+        assert np.all(np.abs(to_numpy(a) - G) <= TOL * s[:, None] * s[None, :]), (case_id, output)

@@ -193,7 +193,7 @@ def test_rebalance_printed_exponent_is_wrong(xp, asxp, tonp):
     total = float(net.norm(params))
     target = tonp(net.apply([W / total for W in params], asxp(x)))
     for p in (1, 2, 4):
-        scal = [np.prod(norms) ** (1 / p) / (nj * total) for nj in norms]
+        scal = [float(np.prod(norms) ** (1 / p) / (nj * total)) for nj in norms]  # Python floats: no NumPy scalar * xp array
         wrong = tonp(net.apply([s * W for s, W in zip(scal, params)], asxp(x)))
         assert np.max(np.abs(wrong - target)) > 1e-3 * np.max(np.abs(target))
     right = tonp(net.apply(rebalance(params), asxp(x)))
@@ -302,3 +302,77 @@ def test_invalid_inputs(xp, asxp):
         zero_pad(params, [2])
     with pytest.raises(InvalidParameterError, match="mu"):
         balanced_two_layer(asxp(np.eye(3)), asxp(np.ones(2)))
+
+
+# ------------------------------------------------------------------ device placement
+
+
+def _device1():
+    strict = pytest.importorskip("array_api_strict")
+    return strict, strict.Device("device1")
+
+
+def _arrays_in(result):
+    """Every array in a result: nested tuples/lists walked, None, numbers and networks skipped."""
+    if result is None or isinstance(result, (int, float, str, HomogeneousNet)):
+        return []
+    if isinstance(result, (tuple, list)):
+        return [a for r in result for a in _arrays_in(r)]
+    return [result]
+
+
+def _assert_on_device(result, strict, dev):
+    import array_api_compat
+
+    arrays = _arrays_in(result)
+    assert arrays
+    for a in arrays:
+        assert array_api_compat.array_namespace(a) is strict, type(a)
+        assert array_api_compat.device(a) == dev, array_api_compat.device(a)
+
+
+_HNET = HomogeneousNet(3, 4, depth=2)
+_HNET3 = HomogeneousNet(3, [4, 2], depth=3, n_outputs=2)
+_DEVICE_CALLS = {
+    "HomogeneousNet.init": lambda p, x, c, s, d: _HNET.init(0, scale=0.5, xp=s, device=d),
+    "HomogeneousNet.apply": lambda p, x, c, s, d: _HNET.apply(p, x),
+    "HomogeneousNet.apply-multi-output": lambda p, x, c, s, d: _HNET3.apply(_HNET3.init(1, xp=s, device=d), x),
+    "HomogeneousNet.vjp": lambda p, x, c, s, d: _HNET.vjp(p, x, c),
+    "HomogeneousNet.jacobian": lambda p, x, c, s, d: _HNET.jacobian(p, x),
+    "HomogeneousNet.norm": lambda p, x, c, s, d: _HNET.norm(p),
+    "HomogeneousNet.layer_norms": lambda p, x, c, s, d: _HNET.layer_norms(p),
+    "HomogeneousNet.flatten": lambda p, x, c, s, d: _HNET.flatten(p),
+    "HomogeneousNet.unflatten": lambda p, x, c, s, d: _HNET.unflatten(_HNET.flatten(p)),
+    "balanced_two_layer": lambda p, x, c, s, d: balanced_two_layer(x, c, width=5, drop_zeros=True),
+    "two_layer_measure": lambda p, x, c, s, d: two_layer_measure(p),
+    "zero_pad": lambda p, x, c, s, d: zero_pad(p, 6),
+    "rebalance": lambda p, x, c, s, d: rebalance(p),
+    "width4_net": lambda p, x, c, s, d: width4_net(3, xp=s, device=d),
+}
+
+
+@pytest.mark.parametrize("name", list(_DEVICE_CALLS))
+def test_public_functions_return_arrays_on_the_input_device(name):
+    """Inputs and parameters on array_api_strict's device1 (the CPU stand-in for a GPU) give results on device1."""
+    strict, dev = _device1()
+    rng = np.random.default_rng(0)
+    x = strict.asarray(rng.standard_normal((3, 3)), device=dev)
+    c = strict.asarray(np.array([0.5, 0.0, -2.0]), device=dev)
+    params = _HNET.init(1, xp=strict, device=dev)
+    _assert_on_device(_DEVICE_CALLS[name](params, x, c, strict, dev), strict, dev)
+
+
+def test_init_and_width4_use_the_default_device(monkeypatch):
+    """Without xp/device, arrays are created in NTKREF_BACKEND's namespace on NTKREF_DEVICE; a list input to
+    apply goes to the parameters' device."""
+    strict, dev = _device1()
+    monkeypatch.setenv("NTKREF_BACKEND", "array_api_strict")
+    monkeypatch.setenv("NTKREF_DEVICE", "device1")
+    params = _HNET.init(0)
+    _assert_on_device(params, strict, dev)
+    _assert_on_device(width4_net(4)[1], strict, dev)
+    _assert_on_device(_HNET.apply(params, [[1.0, 2.0, -1.0]]), strict, dev)
+    with pytest.raises(InvalidParameterError, match="dtype"):
+        _HNET.init(0, dtype=strict.int64)
+    with pytest.raises(InvalidParameterError, match="dtype"):
+        width4_net(4, dtype=strict.int64)

@@ -362,3 +362,67 @@ def test_bad_arrays(asxp):
         K.fc(asxp(np.ones((2, 3))), asxp(bad))
     with pytest.raises(InvalidParameterError, match="x1"):
         K.two_layer_relu_ntk(asxp(np.ones((2, 3, 1))))
+
+
+# ------------------------------------------------------------------ device placement
+
+
+def _device1():
+    strict = pytest.importorskip("array_api_strict")
+    return strict, strict.Device("device1")
+
+
+def _arrays_in(result):
+    """Every array in a result: nested tuples/lists and dataclasses (Kernel) are walked, None skipped."""
+    import dataclasses
+
+    if result is None or isinstance(result, (int, float, str)):
+        return []
+    if dataclasses.is_dataclass(result):
+        return [a for f in dataclasses.fields(result) for a in _arrays_in(getattr(result, f.name))]
+    if isinstance(result, (tuple, list)):
+        return [a for r in result for a in _arrays_in(r)]
+    return [result]
+
+
+def _assert_on_device(result, strict, dev):
+    import array_api_compat
+
+    arrays = _arrays_in(result)
+    assert arrays
+    for a in arrays:
+        assert array_api_compat.array_namespace(a) is strict, type(a)
+        assert array_api_compat.device(a) == dev, array_api_compat.device(a)
+
+
+_DEVICE_CALLS = {
+    "fc-relu": lambda x, y: K.fc(x, depth=2),
+    "fc-relu-x2": lambda x, y: K.fc(x, y, depth=2, get="ntk"),
+    "fc-relu-bias": lambda x, y: K.fc(x, y, depth=2, W_std=1.3, b_std=0.4),
+    "fc-erf-bias": lambda x, y: K.fc(x, y, depth=2, activation="erf", b_std=0.2),
+    "fc-tanh-quadrature": lambda x, y: K.fc(x, y, depth=1, activation="tanh", b_std=0.1, quadrature_points=8),
+    "fc-relu-forced-quadrature": lambda x, y: K.fc(x, depth=1, method="quadrature", quadrature_points=8),
+    "fc_diagonal-relu": lambda x, y: K.fc_diagonal(x, depth=2, b_std=0.3),
+    "fc_diagonal-erf": lambda x, y: K.fc_diagonal(x, depth=2, activation="erf", b_std=0.3),
+    "fc_diagonal-tanh": lambda x, y: K.fc_diagonal(x, depth=1, activation="tanh", quadrature_points=8),
+    "two_layer_relu_ntk": lambda x, y: K.two_layer_relu_ntk(x, y),
+    "relu_h": lambda x, y: K.relu_h(x[:, 0] / 10),
+    "wei_k1_k2": lambda x, y: K.wei_k1_k2(x),
+    "wei_kernel": lambda x, y: K.wei_kernel(x, y, r_w=0.5, r_u=2.0),
+    "arora_ntk": lambda x, y: K.arora_ntk(x, depth=2),
+    "chen_ntk": lambda x, y: K.chen_ntk(x, y, depth=2),
+}
+
+
+@pytest.mark.parametrize("name", list(_DEVICE_CALLS))
+def test_public_functions_return_arrays_on_the_input_device(name):
+    """Inputs on array_api_strict's device1 (the CPU stand-in for a GPU) give results on device1."""
+    strict, dev = _device1()
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(5, 3))
+    x[1] = 2.0 * x[0]  # parallel rows: the near-parallel refinement runs too
+    x[2] = -x[0]
+    y = rng.normal(size=(4, 3))
+    xs = strict.asarray(x, device=dev)
+    ys = strict.asarray(y, device=dev)
+    _assert_on_device(_DEVICE_CALLS[name](xs, ys), strict, dev)

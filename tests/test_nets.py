@@ -1,6 +1,7 @@
 """Finite-width nets: hand-written Jacobian vs finite differences, Θ̂ = J Jᵀ, Θ̂ → analytic NTK."""
 import math
 
+import array_api_compat
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -26,7 +27,8 @@ def _perturbed(params, flat_index, h, xp):
             if offset <= flat_index < offset + bn.size:
                 bn[flat_index - offset] += h
             offset += bn.size
-        out.append((xp.asarray(Wn), None if bn is None else xp.asarray(bn)))
+        dev = array_api_compat.device(W)
+        out.append((xp.asarray(Wn, device=dev), None if bn is None else xp.asarray(bn, device=dev)))
     return out
 
 
@@ -121,3 +123,94 @@ def test_bad_inputs(xp, asxp):
     bad[1, 1] = np.nan
     with pytest.raises(InvalidParameterError, match="NaN"):
         net.jacobian(params, asxp(bad))
+
+
+def test_init_refuses_non_floating_dtypes(xp, tonp):
+    """An integer dtype would truncate the N(0, 1) draws (most weights 0): an error, not a silent cast."""
+    net = nets.FullyConnected(3, 4, b_std=0.5)
+    for bad in (np.int32, xp.int32, xp.int64, xp.bool, "int32"):
+        with pytest.raises(InvalidParameterError, match="dtype"):
+            net.init(0, xp=xp, dtype=bad)
+    with pytest.raises(InvalidParameterError, match="dtype"):
+        net.init(0, dtype=np.int32)
+    # float32 is a floating dtype: the float64 host draw rounded
+    W32, W64 = net.init(0, xp=xp, dtype=xp.float32)[0][0], net.init(0, xp=xp)[0][0]
+    assert W32.dtype == xp.float32
+    np.testing.assert_array_equal(tonp(W32), tonp(W64).astype(np.float32))
+
+
+def test_list_inputs_go_to_the_parameters_device(xp, asxp, tonp, on_device):
+    net = nets.FullyConnected(3, 4, depth=2, b_std=0.5)
+    params = net.init(2, xp=xp)
+    x = [[1.0, -2.0, 0.5], [0.0, 1.0, 3.0]]
+    f = net.apply(params, x)
+    on_device(f)
+    np.testing.assert_array_equal(tonp(f), tonp(net.apply(params, asxp(np.array(x)))))
+    on_device(*[g for layer in net.vjp(params, x, [1.0, -1.0]) for g in layer])
+
+
+# ------------------------------------------------------------------ device placement
+
+
+def _device1():
+    strict = pytest.importorskip("array_api_strict")
+    return strict, strict.Device("device1")
+
+
+def _arrays_in(result):
+    """Every array in a result: nested tuples/lists and dataclasses are walked, None and namespaces skipped."""
+    import dataclasses
+    import types
+
+    if result is None or isinstance(result, (int, float, str, types.ModuleType)):
+        return []
+    if dataclasses.is_dataclass(result):
+        return [a for f in dataclasses.fields(result) for a in _arrays_in(getattr(result, f.name))]
+    if isinstance(result, (tuple, list)):
+        return [a for r in result for a in _arrays_in(r)]
+    return [result]
+
+
+def _assert_on_device(result, strict, dev):
+    arrays = _arrays_in(result)
+    assert arrays
+    for a in arrays:
+        assert array_api_compat.array_namespace(a) is strict, type(a)
+        assert array_api_compat.device(a) == dev, array_api_compat.device(a)
+
+
+_NET = nets.FullyConnected(3, 4, depth=2, b_std=0.4)
+_DEVICE_CALLS = {
+    "FullyConnected.init": lambda p, x, y, c, s, d: _NET.init(0, xp=s, device=d),
+    "FullyConnected.init-float32": lambda p, x, y, c, s, d: _NET.init(0, xp=s, device=d, dtype=s.float32),
+    "FullyConnected.apply": lambda p, x, y, c, s, d: _NET.apply(p, x),
+    "FullyConnected.features": lambda p, x, y, c, s, d: _NET.features(p, x),
+    "FullyConnected.jacobian": lambda p, x, y, c, s, d: _NET.jacobian(p, x),
+    "FullyConnected.vjp": lambda p, x, y, c, s, d: _NET.vjp(p, x, c),
+    "FullyConnected.empirical_ntk": lambda p, x, y, c, s, d: _NET.empirical_ntk(p, x, y),
+    "empirical_ntk": lambda p, x, y, c, s, d: nets.empirical_ntk(_NET, p, x),
+}
+
+
+@pytest.mark.parametrize("name", list(_DEVICE_CALLS))
+def test_public_functions_return_arrays_on_the_input_device(name):
+    """Inputs and parameters on array_api_strict's device1 (the CPU stand-in for a GPU) give results on device1."""
+    strict, dev = _device1()
+    rng = np.random.default_rng(0)
+    x = strict.asarray(rng.normal(size=(3, 3)), device=dev)
+    y = strict.asarray(rng.normal(size=(2, 3)), device=dev)
+    c = strict.asarray(rng.normal(size=3), device=dev)
+    params = _NET.init(1, xp=strict, device=dev)
+    _assert_on_device(_DEVICE_CALLS[name](params, x, y, c, strict, dev), strict, dev)
+
+
+def test_init_uses_the_default_device(monkeypatch):
+    """Without xp/device, init creates parameters in NTKREF_BACKEND's namespace on NTKREF_DEVICE."""
+    strict, dev = _device1()
+    monkeypatch.setenv("NTKREF_BACKEND", "array_api_strict")
+    monkeypatch.setenv("NTKREF_DEVICE", "device1")
+    _assert_on_device(_NET.init(0), strict, dev)
+    _assert_on_device(_NET.init(0, xp=strict), strict, dev)
+    # an explicit device wins
+    cpu = strict.Device("CPU_DEVICE")
+    assert all(array_api_compat.device(W) == cpu for W, _ in _NET.init(0, device=cpu))

@@ -126,3 +126,25 @@ def test_kernel_predictions_match_the_library_solvers(task):
     else:
         ref = fit_kernel_predictor(HOST.asarray(x), HOST.asarray(y), method="min_norm", r_w=0.0, r_u=1.0)
     np.testing.assert_allclose(f_lim, np.asarray(ref.decision_function(HOST.asarray(xt))), rtol=1e-9, atol=1e-9)
+
+
+def test_teacher_network_runs_on_the_parameters_device():
+    """The teacher is a HomogeneousNet: with its parameters and inputs moved explicitly to array_api_strict's
+    device1 (the CPU stand-in for a GPU), apply and the kernel the predictors use return device1 arrays equal to
+    the host values."""
+    import array_api_compat
+
+    from ntkref import to_numpy
+
+    strict = pytest.importorskip("array_api_strict")
+    dev = strict.Device("device1")
+    net, params = T.make_teacher(3)
+    x = np.random.default_rng(0).standard_normal((7, 20))
+    on = [strict.asarray(to_numpy(p), device=dev) for p in params]
+    f = net.apply(on, strict.asarray(x, device=dev))
+    K = T.wei_kernel(strict.asarray(x, device=dev), r_w=0.0, r_u=1.0)
+    for a in (f, K):
+        assert array_api_compat.array_namespace(a) is strict and array_api_compat.device(a) == dev
+    np.testing.assert_allclose(to_numpy(f), T.teacher_output((net, params), x), rtol=1e-14, atol=1e-14)
+    np.testing.assert_allclose(to_numpy(K), np.asarray(T.wei_kernel(HOST.asarray(x), r_w=0.0, r_u=1.0)),
+                               rtol=1e-14, atol=1e-14)

@@ -190,3 +190,88 @@ def test_kappa_scaled_wide_nets_approach_kernel_regression(xp, asxp, tonp):
             g.append(np.max(np.abs(tonp(tr.f_test)[-1] - f_ntk)))
         gaps.append(np.mean(g))
     assert gaps[1] < 0.5 * gaps[0], gaps
+
+
+# ------------------------------------------------------------------ device placement
+
+
+def _device1():
+    strict = pytest.importorskip("array_api_strict")
+    return strict, strict.Device("device1")
+
+
+def _arrays_in(result):
+    """Every array in a result: nested tuples/lists/dicts and dataclasses are walked, None and numbers skipped."""
+    import dataclasses
+
+    if result is None or isinstance(result, (int, float, str)):
+        return []
+    if dataclasses.is_dataclass(result):
+        return [a for f in dataclasses.fields(result) for a in _arrays_in(getattr(result, f.name))]
+    if isinstance(result, dict):
+        return [a for r in result.values() for a in _arrays_in(r)]
+    if isinstance(result, (tuple, list)):
+        return [a for r in result for a in _arrays_in(r)]
+    return [result]
+
+
+def _assert_on_device(result, strict, dev):
+    import array_api_compat
+
+    arrays = _arrays_in(result)
+    assert arrays
+    for a in arrays:
+        assert array_api_compat.array_namespace(a) is strict, type(a)
+        assert array_api_compat.device(a) == dev, array_api_compat.device(a)
+
+
+def _device_setup(strict, dev):
+    x, y, xt = _data(3, n=6, m=3)
+    on = lambda a: strict.asarray(a, device=dev)  # noqa: E731
+    base = nets.FullyConnected(3, 8, b_std=0.3)
+    anti = nets.Antisymmetric(base)
+    pa = anti.init(0, xp=strict, device=dev)
+    return dict(x=on(x), y=on(y), xt=on(xt), c=on(y / 2), base=base, anti=anti, pa=pa,
+                lin=nets.Linearized(anti, pa), scaled=nets.Scaled(base, 0.5), ps=base.init(1, xp=strict, device=dev))
+
+
+def _compare(s):
+    from ntkref import equivalence
+
+    return equivalence.compare(s["anti"], s["pa"], s["x"], s["y"], "hinge", 0.5, 0.05, 3, x_test=s["xt"], analytic=True)
+
+
+_DEVICE_CALLS = {
+    "train-track_kernel": lambda s: nets.train(s["anti"], s["pa"], s["x"], s["y"], "logistic", 0.5, 0.05, 3,
+                                               x_test=s["xt"], track_kernel=True, keep_kernels=True),
+    "train-sgd": lambda s: nets.train(s["base"], s["ps"], s["x"], s["y"], "hinge", 0.1, 0.1, 4, batch_size=4, seed=1,
+                                      regularize="readout_over_width", reduction="mean"),
+    "Antisymmetric.init": lambda s: s["anti"].init(0, xp=s["x"].__array_namespace__(), device=s["x"].device),
+    "Antisymmetric.apply": lambda s: s["anti"].apply(s["pa"], s["x"]),
+    "Antisymmetric.jacobian": lambda s: s["anti"].jacobian(s["pa"], s["x"]),
+    "Antisymmetric.vjp": lambda s: s["anti"].vjp(s["pa"], s["x"], s["c"]),
+    "Antisymmetric.empirical_ntk": lambda s: s["anti"].empirical_ntk(s["pa"], s["x"], s["xt"]),
+    "Antisymmetric.readout_layers": lambda s: s["anti"].readout_layers(s["pa"]),
+    "Linearized.init": lambda s: s["lin"].init(),
+    "Linearized.apply": lambda s: s["lin"].apply(s["pa"], s["x"]),
+    "Linearized.jacobian": lambda s: s["lin"].jacobian(s["pa"], s["x"]),
+    "Linearized.vjp": lambda s: s["lin"].vjp(s["pa"], s["x"], s["c"]),
+    "Linearized.empirical_ntk": lambda s: s["lin"].empirical_ntk(s["pa"], s["x"]),
+    "Linearized.readout_layers": lambda s: s["lin"].readout_layers(s["pa"]),
+    "Scaled.init": lambda s: s["scaled"].init(0, xp=s["x"].__array_namespace__(), device=s["x"].device),
+    "Scaled.apply": lambda s: s["scaled"].apply(s["ps"], s["x"]),
+    "Scaled.jacobian": lambda s: s["scaled"].jacobian(s["ps"], s["x"]),
+    "Scaled.vjp": lambda s: s["scaled"].vjp(s["ps"], s["x"], s["c"]),
+    "Scaled.empirical_ntk": lambda s: s["scaled"].empirical_ntk(s["ps"], s["x"]),
+    "Scaled.readout_layers": lambda s: s["scaled"].readout_layers(s["ps"]),
+    "flatten_params": lambda s: nets.flatten_params(s["pa"]),
+    "unflatten_params": lambda s: nets.unflatten_params(nets.flatten_params(s["ps"]), s["ps"]),
+    "equivalence.compare": _compare,
+}
+
+
+@pytest.mark.parametrize("name", list(_DEVICE_CALLS))
+def test_public_functions_return_arrays_on_the_input_device(name):
+    """Inputs and parameters on array_api_strict's device1 (the CPU stand-in for a GPU) give results on device1."""
+    strict, dev = _device1()
+    _assert_on_device(_DEVICE_CALLS[name](_device_setup(strict, dev)), strict, dev)

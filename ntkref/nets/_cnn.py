@@ -35,8 +35,9 @@ import numbers
 
 import numpy as np  # host-side random draws in init() only (reproducible across backends)
 
-from .._backend import default_namespace, device_of, namespace
+from .._backend import device_of, namespace
 from .._validation import InvalidParameterError, check_array, check_int, check_option, check_real
+from ._common import host_draw, init_target, input_on
 
 __all__ = ["ConvNet"]
 
@@ -168,20 +169,20 @@ class ConvNet:
     def n_params(self):
         return sum(math.prod(w) + (math.prod(b) if b is not None else 0) for w, b in self.param_shapes())
 
-    def init(self, seed, *, xp=None, dtype=None):
+    def init(self, seed, *, xp=None, dtype=None, device=None):
         """Draw every weight and bias i.i.d. N(0, 1) from ``numpy.random.default_rng(seed)``.
 
-        Host-side draw in float64 (reproducible across backends), moved to
-        ``xp`` (default: the ``NTKREF_BACKEND`` namespace); order W₁, b₁, …,
-        readout last.
+        Host-side draw in float64 (reproducible across backends), copied
+        explicitly to ``xp`` (default: the ``NTKREF_BACKEND`` namespace) on
+        ``device`` (default: ``NTKREF_DEVICE`` for the default namespace) in
+        ``dtype`` (real floating, default float64); order W₁, b₁, …, readout last.
         """
         rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-        xp = default_namespace() if xp is None else xp
-        dtype = xp.float64 if dtype is None else dtype
+        xp, dtype, device = init_target(xp, dtype, device, "ConvNet.init")
         params = []
         for w_shape, b_shape in self.param_shapes():
-            W = xp.asarray(rng.standard_normal(w_shape), dtype=dtype)
-            b = xp.asarray(rng.standard_normal(b_shape), dtype=dtype) if b_shape is not None else None
+            W = host_draw(rng, w_shape, xp, dtype, device)
+            b = host_draw(rng, b_shape, xp, dtype, device) if b_shape is not None else None
             params.append((W, b))
         return params
 
@@ -191,6 +192,7 @@ class ConvNet:
             raise InvalidParameterError(
                 f"params has {len(params)} layers; this network has {self.depth + 1} (depth + readout)."
             )
+        x = input_on(x, params[0][0])
         xp = namespace(params[0][0], x)
         x = check_array(x, name, caller=_CALLER, ndim=4, xp=xp, dtype=params[0][0].dtype)
         if x.shape[1] != self.in_channels:
@@ -339,7 +341,7 @@ class ConvNet:
         grads = self.jacobian(params, x)
         xp = namespace(grads[0][0])
         c_vec = check_array(
-            cotangent, "cotangent", caller=f"{_CALLER}.vjp", ndim=1, xp=xp, shape=(grads[0][0].shape[0],)
+            input_on(cotangent, grads[0][0]), "cotangent", caller=f"{_CALLER}.vjp", ndim=1, xp=xp, shape=(grads[0][0].shape[0],)
         )
         out = []
         for dW, db in grads:

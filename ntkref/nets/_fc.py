@@ -32,8 +32,9 @@ import numbers
 import array_api_compat
 import numpy as np
 
-from .._backend import default_namespace, namespace
+from .._backend import namespace
 from .._validation import InvalidParameterError, check_array, check_int, check_real
+from ._common import host_draw, init_target, input_on
 
 __all__ = ["FullyConnected", "empirical_ntk"]
 
@@ -97,19 +98,20 @@ class FullyConnected:
     def n_params(self):
         return sum(i * o + (o if b > 0 else 0) for i, o, b in zip(self.fan_in, self.fan_out, self.b_std))
 
-    def init(self, seed, *, xp=None, dtype=None):
+    def init(self, seed, *, xp=None, dtype=None, device=None):
         """Draw parameters: every weight and bias i.i.d. N(0, 1), from ``numpy.random.default_rng(seed)``.
 
-        The draw is made on the host in float64 (reproducible across backends) and moved to ``xp``
-        (default: the ``NTKREF_BACKEND`` namespace).
+        The draw is made on the host in float64 (reproducible across backends) and copied explicitly
+        to ``xp`` (default: the ``NTKREF_BACKEND`` namespace) on ``device`` (default: ``NTKREF_DEVICE``
+        for the default namespace, the library's default otherwise), in ``dtype`` (a real floating
+        dtype, default float64; anything else is an error).
         """
         rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-        xp = default_namespace() if xp is None else xp
-        dtype = xp.float64 if dtype is None else dtype
+        xp, dtype, device = init_target(xp, dtype, device, "FullyConnected.init")
         params = []
         for fi, fo, bs in zip(self.fan_in, self.fan_out, self.b_std):
-            W = xp.asarray(rng.standard_normal((fi, fo)), dtype=dtype)
-            b = xp.asarray(rng.standard_normal(fo), dtype=dtype) if bs > 0 else None
+            W = host_draw(rng, (fi, fo), xp, dtype, device)
+            b = host_draw(rng, (fo,), xp, dtype, device) if bs > 0 else None
             params.append((W, b))
         return params
 
@@ -119,6 +121,7 @@ class FullyConnected:
             raise InvalidParameterError(
                 f"params has {len(params)} layers; this network has {self.depth + 1} (depth + readout)."
             )
+        x = input_on(x, params[0][0])
         xp = namespace(params[0][0], x)
         x = check_array(x, name, caller="FullyConnected", ndim=2, xp=xp, dtype=params[0][0].dtype)
         if x.shape[1] != self.d_in:
@@ -189,7 +192,7 @@ class FullyConnected:
     def vjp(self, params, x, cotangent):
         """Σᵢ cᵢ ∇_w f(w, xᵢ) as a params-shaped list of ``(dW, db)`` (the backward pass)."""
         hs, deltas, xp = self.features(params, x)
-        c_vec = check_array(cotangent, "cotangent", caller="FullyConnected.vjp", ndim=1, xp=xp, shape=(hs[0].shape[0],))
+        c_vec = check_array(input_on(cotangent, hs[0]), "cotangent", caller="FullyConnected.vjp", ndim=1, xp=xp, shape=(hs[0].shape[0],))
         grads = []
         for ell in range(self.depth + 1):
             c = self.W_std[ell] / math.sqrt(self.fan_in[ell])

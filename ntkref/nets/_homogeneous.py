@@ -48,8 +48,9 @@ import numbers
 
 import numpy as np  # host-side seeded draws in init() only
 
-from .._backend import default_namespace, device_of, namespace
+from .._backend import device_of, namespace
 from .._validation import InvalidParameterError, check_array, check_int, check_real
+from ._common import host_draw, init_target, input_on
 
 __all__ = [
     "HomogeneousNet",
@@ -124,19 +125,19 @@ class HomogeneousNet:
                 f"n_outputs={self.n_outputs})")
 
     # ------------------------------------------------------------------ init
-    def init(self, seed, *, scale=1.0, xp=None, dtype=None):
+    def init(self, seed, *, scale=1.0, xp=None, dtype=None, device=None):
         """Draw every weight i.i.d. N(0, scale²) with ``numpy.random.default_rng(seed)``.
 
         The draw is made on the host in float64, layer by layer in order, each
         matrix in row-major order (reproducible across backends), then moved to
-        ``xp`` (default: the ``NTKREF_BACKEND`` namespace) in ``dtype``
-        (default float64).  Returns a list of q matrices (fan_in, fan_out).
+        ``xp`` (default: the ``NTKREF_BACKEND`` namespace) on ``device`` (default:
+        ``NTKREF_DEVICE`` for the default namespace) in ``dtype`` (real floating,
+        default float64).  Returns a list of q matrices (fan_in, fan_out).
         """
         scale = check_real(scale, "scale", caller="HomogeneousNet.init", low=0.0)
         rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-        xp = default_namespace() if xp is None else xp
-        dtype = xp.float64 if dtype is None else dtype
-        return [xp.asarray(scale * rng.standard_normal(shape), dtype=dtype) for shape in self.shapes]
+        xp, dtype, device = init_target(xp, dtype, device, "HomogeneousNet.init")
+        return [host_draw(rng, shape, xp, dtype, device, scale) for shape in self.shapes]
 
     # ---------------------------------------------------------------- checks
     def _check_params(self, params, caller):
@@ -159,7 +160,7 @@ class HomogeneousNet:
 
     def _check(self, params, x, caller):
         xp, params = self._check_params(params, caller)
-        x = check_array(x, "x", caller=caller, ndim=2, xp=xp, dtype=params[0].dtype)
+        x = check_array(input_on(x, params[0]), "x", caller=caller, ndim=2, xp=xp, dtype=params[0].dtype)
         if x.shape[1] != self.d_in:
             raise InvalidParameterError(
                 f"The 'x' parameter of {caller} has {x.shape[1]} features; the network expects d_in = {self.d_in}."
@@ -206,10 +207,10 @@ class HomogeneousNet:
         xp, params, x = self._check(params, x, caller)
         n = x.shape[0]
         if self.n_outputs == 1:
-            c = check_array(cotangent, "cotangent", caller=caller, ndim=1, xp=xp, shape=(n,), dtype=x.dtype)
+            c = check_array(input_on(cotangent, x), "cotangent", caller=caller, ndim=1, xp=xp, shape=(n,), dtype=x.dtype)
             c = c[:, None]
         else:
-            c = check_array(cotangent, "cotangent", caller=caller, ndim=2, xp=xp, shape=(n, self.n_outputs),
+            c = check_array(input_on(cotangent, x), "cotangent", caller=caller, ndim=2, xp=xp, shape=(n, self.n_outputs),
                             dtype=x.dtype)
         hs, zs = self._forward(params, x, xp)
         deltas = self._backward(params, hs, zs, c, xp)
@@ -315,7 +316,7 @@ def balanced_two_layer(directions, mu, *, width=None, drop_zeros=False):
     caller = "balanced_two_layer"
     xp = namespace(directions, mu)
     U = check_array(directions, "directions", caller=caller, ndim=2, xp=xp)
-    mu = check_array(mu, "mu", caller=caller, ndim=1, xp=xp, shape=(U.shape[0],), dtype=U.dtype)
+    mu = check_array(input_on(mu, U), "mu", caller=caller, ndim=1, xp=xp, shape=(U.shape[0],), dtype=U.dtype)
     if drop_zeros:
         keep = xp.nonzero(mu != 0)[0]
         U = xp.take(U, keep, axis=0)
@@ -411,18 +412,21 @@ def rebalance(params):
     return [W * xp.exp(log_geo - ln) / total for W, ln in zip(params, log_norms)]
 
 
-def width4_net(d, *, xp=None, dtype=None):
+def width4_net(d, *, xp=None, dtype=None, device=None):
     r"""The width-4 separating net of seed 002 §2 / proof of Thm 2.1 (App. B.2).
 
     f(x) = [x₁]₊ + [−x₁]₊ − [x₂]₊ − [−x₂]₊ = |x₁| − |x₂|: u ∈ {e₁, −e₁, e₂, −e₂},
     w = (1, 1, −1, −1).  On every point of 𝒟 (eq. (2.1)) y·f(x) = 1 exactly, and
     ‖Θ‖_F² = 4 + 4 = 8, so its normalized margin is 1/8 (= the population max
-    margin on 𝒟, inventory B7).  Returns ``(net, params)``.
+    margin on 𝒟, inventory B7).  Returns ``(net, params)``, created in ``xp``
+    on ``device`` in ``dtype`` (defaults as for :meth:`HomogeneousNet.init`).
     """
     d = check_int(d, "d", caller="width4_net", low=2)
-    xp = default_namespace() if xp is None else xp
-    dtype = xp.float64 if dtype is None else dtype
+    xp, dtype, device = init_target(xp, dtype, device, "width4_net")
     U = [[0.0] * 4 for _ in range(d)]  # W_1 = Uᵀ, columns e₁, −e₁, e₂, −e₂
     U[0][0], U[0][1], U[1][2], U[1][3] = 1.0, -1.0, 1.0, -1.0
     w = [[1.0], [1.0], [-1.0], [-1.0]]
-    return HomogeneousNet(d, 4, depth=2), [xp.asarray(U, dtype=dtype), xp.asarray(w, dtype=dtype)]
+    return HomogeneousNet(d, 4, depth=2), [
+        xp.asarray(U, dtype=dtype, device=device),
+        xp.asarray(w, dtype=dtype, device=device),
+    ]

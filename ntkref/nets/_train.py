@@ -42,9 +42,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import losses as _losses
-from .._backend import namespace
+from .._backend import device_of, namespace
 from .._compat import eigh
 from .._validation import InvalidParameterError, check_array, check_int, check_option, check_real
+from ._common import input_on
 
 __all__ = ["NetTrajectory", "train"]
 
@@ -186,10 +187,11 @@ def train(
     NetTrajectory
     """
     loss = _losses.get(loss)
-    xp = namespace(params[0][0][0] if isinstance(params, tuple) else params[0][0])
-    x = check_array(x, "x", caller="train", ndim=2, xp=xp)
+    first = params[0][0][0] if isinstance(params, tuple) else params[0][0]
+    xp = namespace(first)
+    x = check_array(input_on(x, first), "x", caller="train", ndim=2, xp=xp)
     n = x.shape[0]
-    y = loss.check_targets(check_array(y, "y", caller="train", ndim=1, xp=xp), "y", caller="train")
+    y = loss.check_targets(check_array(input_on(y, first), "y", caller="train", ndim=1, xp=xp), "y", caller="train")
     if y.shape[0] != n:
         raise InvalidParameterError(f"x has {n} rows but y has {y.shape[0]} entries.")
     if x.shape[1] != net.d_in:
@@ -207,7 +209,7 @@ def train(
     if track_kernel and (record_every != 1 or batch_size is not None):
         raise InvalidParameterError("track_kernel=True needs record_every=1 and full-batch training (Theorem 4.1's sums see every step).")
     if x_test is not None:
-        x_test = check_array(x_test, "x_test", caller="train", ndim=2, xp=xp)
+        x_test = check_array(input_on(x_test, first), "x_test", caller="train", ndim=2, xp=xp)
         if x_test.shape[1] != net.d_in:
             raise InvalidParameterError(f"x_test has {x_test.shape[1]} features; the network expects d_in = {net.d_in}.")
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
@@ -307,7 +309,7 @@ def train(
             if b == 0:
                 order = rng.permutation(n)
             sel = order[b * batch_size : (b + 1) * batch_size]
-            idx = xp.asarray(sel)
+            idx = xp.asarray(sel, device=device_of(x))  # the host permutation, copied explicitly
             xb = xp.take(x, idx, axis=0)
             lpb = xp.take(lp, idx)
             coef = lpb / sel.shape[0] if reduction == "mean" else lpb * (n / sel.shape[0])
@@ -320,14 +322,15 @@ def train(
         params_t = _zip_params(lambda p, gr: _add_layers(p, _scale_layers(gr, -lr)), params_t, g)
 
     stack = lambda v: xp.stack(v) if v else None  # noqa: E731
+    dev = device_of(x)
     traj = NetTrajectory(
-        steps=xp.asarray(rec["steps"], dtype=xp.float64),
+        steps=xp.asarray(rec["steps"], dtype=xp.float64, device=dev),
         lr=lr,
         lam=lam,
         f_train=stack(rec["f_train"]),
         f_test=stack(rec["f_test"]),
         lprime=stack(rec["lprime"]),
-        objective=xp.asarray(rec["objective"], dtype=xp.float64),
+        objective=xp.asarray(rec["objective"], dtype=xp.float64, device=dev),
         params=params_t,
         params0=params0,
         f0_train=f0_train,
@@ -336,13 +339,13 @@ def train(
         kernels_test=kernels_test,
     )
     if track_kernel:
-        traj.drift = xp.asarray(rec["drift"], dtype=xp.float64)
+        traj.drift = xp.asarray(rec["drift"], dtype=xp.float64, device=dev)
         traj.drift_test = stack(rec["drift_test"])
-        traj.convex_integrand = xp.asarray(rec["convex"], dtype=xp.float64) if rec["convex"] else None
+        traj.convex_integrand = xp.asarray(rec["convex"], dtype=xp.float64, device=dev) if rec["convex"] else None
         traj.kernel0, traj.kernel0_test = K0, K0t
         traj.km_kernel, traj.km_kernel_test = km_left, km_left_t
         traj.km_kernel_trapezoid, traj.km_kernel_test_trapezoid = km_trap, km_trap_t
         if rec["rem"]:
-            traj.remainder = xp.asarray(rec["rem"], dtype=xp.float64)
+            traj.remainder = xp.asarray(rec["rem"], dtype=xp.float64, device=dev)
             traj.remainder_test = stack(rec["rem_t"])
     return traj

@@ -68,8 +68,8 @@ class Antisymmetric:
     def n_params(self):
         return 2 * self.net.n_params
 
-    def init(self, seed, *, xp=None, dtype=None):
-        pa = self.net.init(seed, xp=xp, dtype=dtype)
+    def init(self, seed, *, xp=None, dtype=None, device=None):
+        pa = self.net.init(seed, xp=xp, dtype=dtype, device=device)
         pb = [(W + 0, None if b is None else b + 0) for W, b in pa]  # an independent copy
         return (pa, pb)
 
@@ -114,7 +114,7 @@ class Linearized:
     def n_params(self):
         return self.net.n_params
 
-    def init(self, seed=None, *, xp=None, dtype=None):
+    def init(self, seed=None, *, xp=None, dtype=None, device=None):
         """The expansion point itself (``seed`` is ignored: the model is defined around ``params0``)."""
         copy = lambda p: [(W + 0, None if b is None else b + 0) for W, b in p]  # noqa: E731
         return tuple(copy(p) for p in self.params0) if isinstance(self.params0, tuple) else copy(self.params0)
@@ -152,8 +152,8 @@ class Scaled:
     def n_params(self):
         return self.net.n_params
 
-    def init(self, seed, *, xp=None, dtype=None):
-        return self.net.init(seed, xp=xp, dtype=dtype)
+    def init(self, seed, *, xp=None, dtype=None, device=None):
+        return self.net.init(seed, xp=xp, dtype=dtype, device=device)
 
     def apply(self, params, x):
         return self.kappa * self.net.apply(params, x)

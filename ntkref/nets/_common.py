@@ -1,0 +1,57 @@
+"""Helpers shared by the finite networks: where ``init`` puts parameters, and inputs given as lists."""
+from __future__ import annotations
+
+import numpy as np
+
+from .._backend import asarray, default_device, default_namespace, device_of, is_array
+from .._validation import InvalidParameterError
+
+
+def init_target(xp, dtype, device, caller):
+    """(namespace, floating dtype, device) in which ``init`` creates parameters.
+
+    ``xp=None`` is the default namespace (``NTKREF_BACKEND``); ``device=None`` is then the default device
+    (``NTKREF_DEVICE``), and also when ``xp`` is given and is the default namespace.  ``dtype`` (default
+    float64) must be a real floating dtype of ``xp``: an integer dtype would truncate the N(0, 1) draws.
+    """
+    default_xp = default_namespace()
+    xp = default_xp if xp is None else xp
+    if device is None and xp is default_xp:
+        device = default_device()
+    if dtype is None:
+        dtype = xp.float64
+    elif isinstance(dtype, str) and dtype in ("float32", "float64"):
+        dtype = getattr(xp, dtype)
+    try:
+        ok = bool(xp.isdtype(dtype, "real floating"))
+    except (TypeError, ValueError, AttributeError):
+        ok = False
+    if not ok:
+        raise InvalidParameterError(
+            f"The 'dtype' parameter of {caller} must be a real floating dtype of the namespace "
+            f"(float32 or float64); got {dtype!r}. Weights are N(0, 1) draws and an integer dtype would truncate them."
+        )
+    return xp, dtype, device
+
+
+def host_draw(rng, shape, xp, dtype, device, scale=1.0):
+    """N(0, scale²) draws on the host in float64 (reproducible across backends), copied explicitly to ``device``."""
+    values = rng.standard_normal(shape)
+    if scale != 1.0:
+        values = scale * values
+    return xp.asarray(np.ascontiguousarray(values), dtype=dtype, device=device)
+
+
+def input_on(x, like):
+    """``x`` for a network whose parameters are ``like``: arrays pass through unchanged (a foreign namespace or
+    device is then reported by the computation), Python lists and scalars are created on ``like``'s device in
+    its dtype instead of on the default device."""
+    if x is None or is_array(x):
+        return x
+    try:
+        return asarray(x, dtype=like.dtype, like=like)
+    except Exception:  # let check_array report what is wrong with x
+        return x
+
+
+__all__ = ["init_target", "host_draw", "input_on", "device_of"]
