@@ -647,3 +647,46 @@ def test_convnet_init_uses_the_default_device(monkeypatch):
     _assert_on_device(_net("flatten").init(0), strict, dev)
     with pytest.raises(InvalidParameterError, match="dtype"):
         _net("gap").init(0, dtype=strict.int32)
+
+
+# ------------------------------------------------------------------ standard-only shift sums (JAX)
+
+
+@pytest.mark.parametrize("q", [1, 3, 5, 9])
+def test_padded_shift_sum_equals_the_item_assignment_route(xp, asxp, tonp, q):
+    """The standard-only shift sum (taken by namespaces without item assignment) against the default route and
+    a direct loop over the zero-padded definition; the two routes add the same terms in a different order,
+    hence rounding-level (1e-15 relative) rather than bitwise agreement."""
+    from ntkref.kernels._cntk import _joint_shift_sum, _joint_shift_sum_padded
+
+    a = np.random.default_rng(q).standard_normal((2, 4, 3, 4, 3))
+    r = q // 2
+    ref = np.zeros_like(a)
+    for s in range(-r, r + 1):
+        for i in range(4):
+            for j in range(4):
+                if 0 <= i + s < 4 and 0 <= j + s < 4:
+                    ref[:, i, :, j, :] += a[:, i + s, :, j + s, :]
+    for axes in [(1, 3)]:
+        got_item = tonp(_joint_shift_sum(asxp(a), axes, q, xp))
+        got_pad = tonp(_joint_shift_sum_padded(asxp(a), axes, q, xp))
+        np.testing.assert_allclose(got_item, ref, rtol=1e-15, atol=1e-14)
+        np.testing.assert_allclose(got_pad, ref, rtol=1e-15, atol=1e-14)
+    b = a[:, :, :, 0, 0]  # the diagonal path: one axis at a time
+    np.testing.assert_allclose(tonp(_joint_shift_sum_padded(asxp(b), (1,), q, xp)),
+                               tonp(_joint_shift_sum(asxp(b), (1,), q, xp)), rtol=1e-15, atol=1e-14)
+
+
+@pytest.mark.parametrize("readout", ["gap", "flatten"])
+def test_cntk_runs_on_jax(readout):
+    """JAX arrays are immutable: cntk takes the standard-only shift sums there and agrees with NumPy (float32 on
+    JAX's default configuration: ≈1e-6 relative, so 1e-4 of the largest entry)."""
+    jnp = pytest.importorskip("jax.numpy")
+    from ntkref import to_numpy
+
+    x = _images(2, 2, 3, 3, seed=4)
+    ref = cntk(x, depth=1, readout=readout, b_std=0.2)
+    got = cntk(jnp.asarray(x.astype(np.float32)), depth=1, readout=readout, b_std=0.2)
+    for g, r in ((got.nngp, ref.nngp), (got.ntk, ref.ntk)):
+        assert "jax" in type(g).__module__
+        np.testing.assert_allclose(to_numpy(g), r, rtol=0, atol=1e-4 * np.max(np.abs(r)))
