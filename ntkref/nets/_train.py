@@ -129,17 +129,23 @@ def _reg_grad(params, params0, mode, net):
 
 
 def _reg_value(params, params0, mode, xp):
+    """R(w) as a 0-d array on the parameters' device (no host read: training records it every step)."""
+
     def one(p, p0):
-        total = 0.0
+        total = None
         last = len(p) - 1
         for ell, ((W, b), (W0, b0)) in enumerate(zip(p, p0)):
+            term = None
             if mode == "from_init":
-                total += float(xp.sum((W - W0) ** 2)) + (0.0 if b is None else float(xp.sum((b - b0) ** 2)))
+                term = xp.sum((W - W0) ** 2) + (0.0 if b is None else xp.sum((b - b0) ** 2))
             elif ell == last:
                 if mode == "readout":
-                    total += float(xp.sum(W**2)) + (0.0 if b is None else float(xp.sum(b**2)))
+                    term = xp.sum(W**2) + (0.0 if b is None else xp.sum(b**2))
                 else:
-                    total += float(xp.sum(W**2)) / W.shape[0]
+                    term = xp.sum(W**2) / W.shape[0]
+            if term is not None:
+                term = xp.astype(term, xp.float64)  # layers summed in float64, as the record
+                total = term if total is None else total + term
         return total
 
     if isinstance(params, tuple):
@@ -247,7 +253,7 @@ def train(
         data = xp.sum(loss.value(f_tr, y))
         if reduction == "mean":
             data = data / n
-        rec["objective"].append(lam / 2 * _reg_value(p, params0, regularize, xp) + float(data))
+        rec["objective"].append(lam / 2 * _reg_value(p, params0, regularize, xp) + xp.astype(data, xp.float64))
 
     params_t = params
     n_batches = 1 if batch_size is None else math.ceil(n / batch_size)
@@ -266,17 +272,17 @@ def train(
                 # regulariser (eq. (48): it contributes exactly −ηλ f_k) r_k is the second-order Taylor
                 # remainder; for the others it also holds the regulariser's deviation from −ηλ f_k
                 pf, pft, kc, kct = pending
-                rec["rem"].append(float(xp.sqrt(xp.sum((f_raw - (1 - lr * lam) * pf + lr * kc) ** 2))))
+                rec["rem"].append(xp.sqrt(xp.sum((f_raw - (1 - lr * lam) * pf + lr * kc) ** 2)))
                 if x_test is not None:
                     rec["rem_t"].append(xp.abs(ft_raw - (1 - lr * lam) * pft + lr * kct))
             coef_full = lp / n if reduction == "mean" else lp
             pending = (f_raw, ft_raw, Kt @ coef_full, (Ktt @ coef_full) if Ktt is not None else None)
             dK = Kt - K0
-            rec["drift"].append(float(xp.max(xp.abs(eigh(dK, xp)[0]))))
+            rec["drift"].append(xp.max(xp.abs(eigh(dK, xp)[0])))
             if Ktt is not None:
                 rec["drift_test"].append(xp.sqrt(xp.sum((Ktt - K0t) ** 2, axis=1)))
             if K0_isqrt is not None:
-                rec["convex"].append(float(xp.sqrt(xp.sum((K0_isqrt @ (dK @ lp)) ** 2))))
+                rec["convex"].append(xp.sqrt(xp.sum((K0_isqrt @ (dK @ lp)) ** 2)))
             if keep_kernels:
                 kernels.append(Kt)
                 if Ktt is not None:
@@ -322,6 +328,7 @@ def train(
         params_t = _zip_params(lambda p, gr: _add_layers(p, _scale_layers(gr, -lr)), params_t, g)
 
     stack = lambda v: xp.stack(v) if v else None  # noqa: E731
+    scalars = lambda v: xp.astype(xp.stack(v), xp.float64)  # noqa: E731  (0-d records, read back once, not per step)
     dev = device_of(x)
     traj = NetTrajectory(
         steps=xp.asarray(rec["steps"], dtype=xp.float64, device=dev),
@@ -330,7 +337,7 @@ def train(
         f_train=stack(rec["f_train"]),
         f_test=stack(rec["f_test"]),
         lprime=stack(rec["lprime"]),
-        objective=xp.asarray(rec["objective"], dtype=xp.float64, device=dev),
+        objective=scalars(rec["objective"]),
         params=params_t,
         params0=params0,
         f0_train=f0_train,
@@ -339,13 +346,13 @@ def train(
         kernels_test=kernels_test,
     )
     if track_kernel:
-        traj.drift = xp.asarray(rec["drift"], dtype=xp.float64, device=dev)
+        traj.drift = scalars(rec["drift"])
         traj.drift_test = stack(rec["drift_test"])
-        traj.convex_integrand = xp.asarray(rec["convex"], dtype=xp.float64, device=dev) if rec["convex"] else None
+        traj.convex_integrand = scalars(rec["convex"]) if rec["convex"] else None
         traj.kernel0, traj.kernel0_test = K0, K0t
         traj.km_kernel, traj.km_kernel_test = km_left, km_left_t
         traj.km_kernel_trapezoid, traj.km_kernel_test_trapezoid = km_trap, km_trap_t
         if rec["rem"]:
-            traj.remainder = xp.asarray(rec["rem"], dtype=xp.float64, device=dev)
+            traj.remainder = scalars(rec["rem"])
             traj.remainder_test = stack(rec["rem_t"])
     return traj
