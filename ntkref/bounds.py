@@ -35,14 +35,18 @@ c from a bound on |f|.  The official code used δ = 0.99 where confidence 1 − 
 δ = 0.01 (SPEC §4).
 
 The recursions over time run on the host (NumPy) on 1-D series of measured scalars (drifts,
-remainders, l' norms), whatever namespace produced them; only :func:`pl_condition` and
-:func:`rademacher_bound` work on matrices, in the matrices' own namespace.
+remainders, l' norms), whatever namespace produced them: an explicit host step (the series are
+copied with ``to_numpy``; they are short, and the recursions are sequential).  The bound series
+they return are put back in the namespace and on the device of the measured series given
+(``drift``, ``integrand``, ``drift_test``), NumPy arrays for NumPy or Python inputs.  Only
+:func:`pl_condition`, :func:`rademacher_bound` and :func:`ramp_loss` work in the inputs' own
+namespace.
 """
 from __future__ import annotations
 
 import math
 
-from ._backend import namespace, to_numpy
+from ._backend import device_of, is_array, is_numpy_namespace, namespace, to_numpy
 from ._compat import eigh
 from ._validation import InvalidParameterError, check_array, check_real
 from . import losses as _losses
@@ -66,6 +70,16 @@ def _series(v, name):
     if a.ndim != 1 or a.size < 2 or not np.all(np.isfinite(a)):
         raise InvalidParameterError(f"The {name!r} parameter must be a finite 1-D series of at least 2 values.")
     return a
+
+
+def _like(out, ref):
+    """The host result ``out`` in the namespace and on the device of the measured input ``ref``."""
+    if not is_array(ref):
+        return out
+    xp = namespace(ref)
+    if is_numpy_namespace(xp):
+        return out
+    return xp.asarray(out, device=device_of(ref))
 
 
 def _trapz_weighted(times, values, rate):
@@ -147,7 +161,7 @@ def gronwall_gap_bound_discrete(lr, drift, lam, loss, kernel0_norm, n, remainder
     one-step Taylor remainder (``NetTrajectory.remainder``; 0 in the gradient-flow limit);
     ``lprime_norm[k]`` = ‖l'(f_k)‖ measured on the network (replaces ρ√n, and makes the bound
     available for losses that are not globally Lipschitz, such as the squared loss).
-    Returns the bound at every step (K + 1,).
+    Returns the bound at every step (K + 1,), on the device of ``drift`` (computed on the host).
     Proof: e_{k+1} = (1 − ηλ)e_k − ηΘ̂₀(l'(f_k) − l'(g_k)) − η(Θ̂_k − Θ̂₀)l'(f_k) + r_k, so
     ‖e_{k+1}‖ ≤ (1 − ηλ + ηc)‖e_k‖ + η a_k + ‖r_k‖ when 1 − ηλ ≥ 0.
     """
@@ -163,7 +177,7 @@ def gronwall_gap_bound_discrete(lr, drift, lam, loss, kernel0_norm, n, remainder
     out = np.zeros_like(a)
     for k in range(1, len(a)):
         out[k] = growth * out[k - 1] + lr * a[k - 1] + r[k - 1]
-    return out
+    return _like(out, drift)
 
 
 def convex_gap_bound(times_or_lr, integrand, lam, kernel0_eigs, *, discrete=False, loss=None, remainder=None):
@@ -174,7 +188,8 @@ def convex_gap_bound(times_or_lr, integrand, lam, kernel0_eigs, *, discrete=Fals
     With ``discrete=True`` the first argument is the step η and the bound at every step is
     √λ_max Σ_{k<K} (1 − ηλ)^{K−1−k}(η b_k + ‖r_k‖/√λ_min), valid if η β_l λ_max(K₀) ≤ 2(1 − ηλ)
     (checked, so ``loss`` is required and must be smooth); ``remainder`` as in
-    :func:`gronwall_gap_bound_discrete`.
+    :func:`gronwall_gap_bound_discrete`.  The discrete series is computed on the host and returned
+    on the device of ``integrand``; the continuous bound is a float.
     """
     import numpy as np
 
@@ -200,7 +215,7 @@ def convex_gap_bound(times_or_lr, integrand, lam, kernel0_eigs, *, discrete=Fals
     out = np.zeros_like(b)
     for k in range(1, len(b)):
         out[k] = (1 - lr * lam) * out[k - 1] + lr * b[k - 1] + r[k - 1] / math.sqrt(lmin)
-    return scale * out
+    return _like(scale * out, integrand)
 
 
 def gap_bound_test_points(lr, train_bound, drift_test, lam, loss, kernel0_test_norm, n, remainder_test=None, lprime_norm=None):
@@ -210,7 +225,8 @@ def gap_bound_test_points(lr, train_bound, drift_test, lam, loss, kernel0_test_n
     ``train_bound`` (K + 1,) is a valid training-set bound U_k (e.g. from
     :func:`gronwall_gap_bound_discrete`), ``drift_test`` (K + 1, m) the test rows' drifts,
     ``kernel0_test_norm`` (m,) the norms ‖Θ̂₀(x, X)‖, ``lprime_norm`` as in
-    :func:`gronwall_gap_bound_discrete`.  Returns (K + 1, m).
+    :func:`gronwall_gap_bound_discrete`.  Returns (K + 1, m), computed on the host and returned on
+    the device of ``drift_test``.
     """
     import numpy as np
 
@@ -224,7 +240,7 @@ def gap_bound_test_points(lr, train_bound, drift_test, lam, loss, kernel0_test_n
     for k in range(1, D.shape[0]):
         lnorm = rho * math.sqrt(n) if lpn is None else lpn[k - 1]
         out[k] = (1 - lr * lam) * out[k - 1] + lr * (beta * k0 * U[k - 1] + lnorm * D[k - 1]) + R[k - 1]
-    return out
+    return _like(out, drift_test)
 
 
 def pl_condition(kernel, lam):

@@ -132,7 +132,7 @@ from __future__ import annotations
 import math
 import numbers
 
-from ._backend import namespace
+from ._backend import device_of, is_array, namespace
 from ._validation import InvalidParameterError, check_array, check_labels, check_option, check_real
 
 __all__ = [
@@ -216,11 +216,21 @@ def _check_points(x_train, x_test, caller):
     return xp, x_train, x_test
 
 
-def _check_radius(radius, n, xp, dtype, caller, name="radius"):
+def _on_device_of(arr, given, like, xp):
+    """``arr`` (converted from ``given``) on ``like``'s device: Python lists and scalars become arrays on the
+    default device in :func:`check_array`; they are moved to the inputs' device here (arrays are left alone)."""
+    if is_array(given):
+        return arr
+    dev = device_of(like)
+    return arr if device_of(arr) == dev else xp.asarray(arr, device=dev)
+
+
+def _check_radius(radius, like, xp, caller, name="radius"):
+    n, dtype = like.shape[0], like.dtype
     if isinstance(radius, numbers.Real) or getattr(radius, "shape", None) == ():
         r = check_real(radius, name, caller=caller, low=0.0)
-        return xp.full((n,), r, dtype=dtype)
-    r = check_array(radius, name, caller=caller, ndim=1, xp=xp, shape=(n,))
+        return xp.full((n,), r, dtype=dtype, device=device_of(like))
+    r = _on_device_of(check_array(radius, name, caller=caller, ndim=1, xp=xp, shape=(n,)), radius, like, xp)
     if r.shape[0] and not bool(xp.all(r >= 0)):
         raise InvalidParameterError(f"The {name!r} parameter of {caller} must be non-negative.")
     return xp.astype(r, dtype)
@@ -241,9 +251,10 @@ def _check_domain(domain, x_test, xp, caller):
         if isinstance(v, numbers.Real):
             if math.isnan(v):
                 raise InvalidParameterError(f"The {name!r} parameter of {caller} must not be NaN.")
-            arr = xp.full((d,), float(v), dtype=x_test.dtype)
+            arr = xp.full((d,), float(v), dtype=x_test.dtype, device=device_of(x_test))
         else:
             arr = check_array(v, name, caller=caller, ndim=1, xp=xp, shape=(d,), finite=False)
+            arr = _on_device_of(arr, v, x_test, xp)
             if bool(xp.any(xp.isnan(arr))):
                 raise InvalidParameterError(f"The {name!r} parameter of {caller} must not contain NaN.")
             arr = xp.astype(arr, x_test.dtype)
@@ -256,9 +267,10 @@ def _check_domain(domain, x_test, xp, caller):
     return lo, hi
 
 
-def _check_alpha(alpha, n_train, xp, dtype, caller):
+def _check_alpha(alpha, like, xp, caller):
+    n_train, dtype = like.shape[0], like.dtype
     a = check_array(alpha, "alpha", caller=caller, ndim=1, xp=xp, shape=(n_train,))
-    return xp.astype(a, dtype)
+    return xp.astype(_on_device_of(a, alpha, like, xp), dtype)
 
 
 # ---------------------------------------------------------------------------
@@ -371,7 +383,7 @@ class _NTKGeometry:
 
         Σᵢ |αᵢ| · min over the ball of cₖᵢΘ(x, xᵢ), cₖᵢ = row_sign_k·sign αᵢ: per pair only the minimum
         (c > 0) or the maximum (c < 0) of Θ is needed, which halves the work.  Computed in row blocks that
-        fit in cache (NumPy); each block costs O(rows·n_train).
+        fit in cache (NumPy) or of about 16M pairs (other namespaces: GPU memory); each block costs O(rows·n_train).
         """
         xp = self.xp
         n, m = self.x_test.shape[0], self.x_train.shape[0]
@@ -379,7 +391,7 @@ class _NTKGeometry:
         aa = xp.abs(alpha)[None, :]
         n2 = self.n2[None, :]
         inv = 1.0 / (2.0 * math.pi * self.d)
-        block = max(1, _BLOCK_ELEMENTS // max(m, 1)) if _blocked(xp) else max(n, 1)
+        block = max(1, (_BLOCK_ELEMENTS if _blocked(xp) else _DEVICE_BLOCK_ELEMENTS) // max(m, 1))
         out = []
         for start in range(0, n, block):
             stop = min(n, start + block)
@@ -397,7 +409,7 @@ class _NTKGeometry:
             slack = (m + 2) * self.eps * xp.sum(aa * xp.abs(v), axis=1)
             out.append((total - slack) * inv)
         if not out:
-            return xp.zeros((0,), dtype=self.dtype)
+            return xp.zeros((0,), dtype=self.dtype, device=device_of(self.x_test))
         return xp.concat(out) if len(out) != 1 else out[0]
 
     def theta_center(self):
@@ -558,7 +570,7 @@ def ntk_interval(x0, x_train, radius, *, method="tight", norm="linf", domain=Non
     """
     caller = "ntk_interval"
     xp, x_train, x0, geo = _prepare(x0, x_train, caller, norm, method, domain, exact_domain)
-    delta = _check_radius(radius, x0.shape[0], xp, x0.dtype, caller)
+    delta = _check_radius(radius, x0, xp, caller)
     return geo.theta_bounds(delta)
 
 
@@ -582,11 +594,15 @@ def dot_norm_ranges(x0, x_train, radius, *, norm="linf", domain=None, exact_doma
     """
     caller = "dot_norm_ranges"
     xp, x_train, x0, geo = _prepare(x0, x_train, caller, norm, "tight", domain, exact_domain)
-    delta = _check_radius(radius, x0.shape[0], xp, x0.dtype, caller)
+    delta = _check_radius(radius, x0, xp, caller)
     return geo.ranges(delta)
 
 
 _BLOCK_ELEMENTS = 1 << 15  # row blocks of about 32k pairs keep the elementwise passes in cache
+# other namespaces (GPUs): row blocks of about 16M pairs, large enough that each elementwise kernel fills
+# the device, small enough that the ~40 temporaries of one bound evaluation (128 MiB each in float64)
+# fit in a few GiB
+_DEVICE_BLOCK_ELEMENTS = 1 << 24
 
 
 def _blocked(xp):
@@ -628,15 +644,15 @@ def output_bounds(alpha, x_train, x_test, radius, *, method="tight", norm="linf"
     """
     caller = "output_bounds"
     xp, x_train, x_test = _check_points(x_train, x_test, caller)
-    alpha = _check_alpha(alpha, x_train.shape[0], xp, x_train.dtype, caller)
+    alpha = _check_alpha(alpha, x_train, xp, caller)
     alpha, x_train = _split_alpha(alpha, x_train, xp)
     xp, x_train, x_test, geo = _prepare(x_test, x_train, caller, norm, method, domain, exact_domain)
     n = x_test.shape[0]
-    delta = _check_radius(radius, n, xp, x_test.dtype, caller)
+    delta = _check_radius(radius, x_test, xp, caller)
     if alpha.shape[0] == 0:
-        zero = xp.zeros((n,), dtype=x_test.dtype)
+        zero = xp.zeros((n,), dtype=x_test.dtype, device=device_of(x_test))
         return zero, zero
-    ones = xp.ones((n,), dtype=x_test.dtype)
+    ones = xp.ones((n,), dtype=x_test.dtype, device=device_of(x_test))
     return geo.signed_lower(delta, ones, alpha), -geo.signed_lower(delta, -ones, alpha)
 
 
@@ -675,7 +691,7 @@ def _bisect(margin, top, active, tol, xp):
     hi, m_hi = top, m_top
     todo = active & ~ok_top
     same_side = zero
-    last_lo = xp.zeros(top.shape, dtype=xp.bool)
+    last_lo = xp.zeros(top.shape, dtype=xp.bool, device=device_of(top))
     floor = top * 2.0**-_MAX_SHRINK
     nudge = (q - 1.0) / 3.0
     for _ in range(_MAX_STEPS):
@@ -724,13 +740,14 @@ def _radius_setup(x_test, xp, norm, max_radius, caller):
     n = x_test.shape[0]
     if max_radius is None:
         if norm == "linf":
-            top = xp.max(xp.abs(x_test), axis=1) if x_test.shape[1] else xp.zeros((n,), dtype=x_test.dtype)
+            top = (xp.max(xp.abs(x_test), axis=1) if x_test.shape[1]
+                   else xp.zeros((n,), dtype=x_test.dtype, device=device_of(x_test)))
         else:
             top = xp.sqrt(xp.sum(x_test * x_test, axis=1))
         top = xp.where(top > 0, top, 1.0)
     else:
         r = check_real(max_radius, "max_radius", caller=caller, low=0.0, closed="right")
-        top = xp.full((n,), r, dtype=x_test.dtype)
+        top = xp.full((n,), r, dtype=x_test.dtype, device=device_of(x_test))
     return top
 
 
@@ -743,12 +760,12 @@ def _finish(g0, y, xp, caller, n):
     sign = xp.sign(g0)
     at_margin = sign == 0
     if y is not None:
-        y = check_labels(y, "y", caller=caller, xp=xp)
+        y = _on_device_of(check_labels(y, "y", caller=caller, xp=xp), y, g0, xp)
         if y.shape[0] != n:
             raise InvalidParameterError(f"The 'y' parameter of {caller} must have shape ({n},); got {tuple(y.shape)}.")
         misclassified = (~at_margin) & (xp.astype(y, g0.dtype) != sign)
     else:
-        misclassified = xp.zeros((n,), dtype=xp.bool)
+        misclassified = xp.zeros((n,), dtype=xp.bool, device=device_of(g0))
     return sign, at_margin, misclassified
 
 
@@ -818,16 +835,25 @@ def certified_radius(
     costs O(n_test·n_train) elementwise work for all points at once (divide
     the top by 8 until certified, then a safeguarded regula falsi on the
     margin bound: typically 6–8 steps; the module docstring has the details).
+
+    Where it runs: everything is batched array work in the inputs' namespace
+    and on their device.  The host reads (synchronisations on a GPU) are a
+    few for validation, one per bisection step (whether any point is still
+    open) and one for the final grid snap — a number independent of the
+    number of test points; no data is copied to the host.
     """
     caller = "certified_radius"
     xp, x_train, x_test = _check_points(x_train, x_test, caller)
-    alpha = _check_alpha(alpha, x_train.shape[0], xp, x_train.dtype, caller)
+    alpha = _check_alpha(alpha, x_train, xp, caller)
     tol = check_real(tol, "tol", caller=caller, low=0.0, high=1.0, closed="right")
     alpha, x_train = _split_alpha(alpha, x_train, xp)
     xp, x_train, x_test, geo = _prepare(x_test, x_train, caller, norm, method, domain, exact_domain)
     n = x_test.shape[0]
     top = _radius_setup(x_test, xp, norm, max_radius, caller)
-    g0 = xp.sum(alpha[None, :] * geo.theta_center(), axis=1) if alpha.shape[0] else xp.zeros((n,), dtype=x_test.dtype)
+    if alpha.shape[0]:
+        g0 = xp.sum(alpha[None, :] * geo.theta_center(), axis=1)
+    else:
+        g0 = xp.zeros((n,), dtype=x_test.dtype, device=device_of(x_test))
     sign, at_margin, misclassified = _finish(g0, y, xp, caller, n)
     active = (~at_margin) & (~misclassified)
 
@@ -835,7 +861,9 @@ def certified_radius(
         return geo.signed_lower(delta, sign, alpha)
 
     if alpha.shape[0] == 0 or n == 0:
-        radii, capped, steps = xp.zeros((n,), dtype=x_test.dtype), xp.zeros((n,), dtype=xp.bool), 0
+        dev = device_of(x_test)
+        radii, capped = xp.zeros((n,), dtype=x_test.dtype, device=dev), xp.zeros((n,), dtype=xp.bool, device=dev)
+        steps = 0
     else:
         radii, capped, steps = _bisect(margin, top, active, tol, xp)
     if return_info:
@@ -1085,7 +1113,9 @@ def ibp_radius(
         return xp.where(sign > 0, lower, -upper)
 
     if n == 0:
-        radii, capped, steps = xp.zeros((0,), dtype=x_test.dtype), xp.zeros((0,), dtype=xp.bool), 0
+        dev = device_of(x_test)
+        radii, capped = xp.zeros((0,), dtype=x_test.dtype, device=dev), xp.zeros((0,), dtype=xp.bool, device=dev)
+        steps = 0
     else:
         radii, capped, steps = _bisect(margin, top, active, tol, xp)
     if return_info:

@@ -53,10 +53,10 @@ Errata in seed 000 (tested in tests/test_dynamics.py)
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from . import losses as _losses
-from ._backend import namespace, to_numpy
+from ._backend import device_of, is_array, is_numpy_namespace, namespace, to_numpy
 from ._compat import eigh
 from ._validation import (
     InvalidParameterError,
@@ -230,6 +230,14 @@ def _phi(mu, t, xp):
     return xp.where(small, series, -xp.expm1(-x) / safe_mu)
 
 
+def _phi_scalar(mu, t):
+    """(1 − e^{−μt})/μ for host floats μ ≥ 0, t ≥ 0 (the formulas of :func:`_phi`, in float64)."""
+    x = mu * t
+    if x < 1e-5:
+        return t * (1 - x / 2 + x * x / 6)
+    return -math.expm1(-x) / mu
+
+
 def _check_times(times, caller):
     # host-side bookkeeping: requested output times are a short list of floats
     try:
@@ -362,7 +370,7 @@ def gradient_flow(
     alpha0 = _check_vector(alpha0, "alpha0", n, caller, xp, dtype)
     K_test, g0_test = _check_test(K_test, g0, g0_test, n, caller, xp, dtype)
     c = _reduction_scale(reduction, n, caller)
-    zeros = xp.zeros((n,), dtype=dtype)
+    zeros = xp.zeros((n,), dtype=dtype, device=device_of(K))
     g0_ = zeros if g0 is None else g0
     a0 = zeros if alpha0 is None else alpha0
     ctx = dict(K=K, y=y, loss=loss, lam=lam, c=c, g0=g0_, a0=a0, K_test=K_test,
@@ -370,13 +378,31 @@ def gradient_flow(
     if method == "eigh":
         return _flow_squared(eig, **ctx)
     if method == "events":
-        return _flow_events(max_events=check_int(max_events, "max_events", caller=caller, low=1), **ctx)
+        max_events = check_int(max_events, "max_events", caller=caller, low=1)
+        if is_numpy_namespace(xp):
+            return _flow_events(max_events=max_events, **ctx)
+        # explicit host step: the event loop is a sequence of small host decisions (which point
+        # reaches a kink first, the pivoting of the sliding set); on a GPU each would be a
+        # synchronisation.  The inputs go to the host once, the NumPy code runs there, and the
+        # trajectory comes back to K's device: identical to the NumPy computation.
+        host = {k: (to_numpy(v) if is_array(v) else v) for k, v in ctx.items() if k != "xp"}
+        traj = _flow_events(max_events=max_events, xp=namespace(host["K"]), **host)
+        return _trajectory_to(traj, xp, device_of(K))
     return _flow_dopri(rtol=rtol, atol=atol, max_steps=check_int(max_steps, "max_steps", caller=caller, low=1), **ctx)
+
+
+def _trajectory_to(traj, xp, device):
+    """The arrays of ``traj`` (host NumPy arrays) copied to ``device`` of namespace ``xp``."""
+    for f in fields(traj):
+        v = getattr(traj, f.name)
+        if is_array(v):
+            setattr(traj, f.name, xp.asarray(v, device=device))
+    return traj
 
 
 def _assemble(xp, ts, alphas, lam, K, g0, K_test, g0_test, method, g_train=None, **kw):
     alpha = xp.stack(alphas)
-    times = xp.asarray(ts, dtype=K.dtype)
+    times = xp.asarray(ts, dtype=K.dtype, device=device_of(K))
     w = xp.exp(-lam * times)
     if g_train is None:
         g_train = w[:, None] * g0[None, :] + alpha @ K
@@ -413,7 +439,7 @@ def _kinks(loss, y, c, xp):
 
     Returns (kinks, left, right) each of shape (n, 2); unused slots have kink = +inf.
     """
-    inf = xp.full(y.shape, math.inf, dtype=y.dtype)
+    inf = xp.full(y.shape, math.inf, dtype=y.dtype, device=device_of(y))
     if loss.name == "hinge":
         # kink at z = y (y z = 1); for y = +1: l′ = −1 left, 0 right; y = −1: 0 left, +1 right
         left = xp.where(y > 0, -xp.ones_like(y), xp.zeros_like(y)) * c
@@ -466,16 +492,17 @@ def _solve_box_lcp(Kmm, q, lo, hi, state, xp, max_iter):
     host list of 'L', 'U', 'F' (initial guess).  Returns p (xp array), state, velocities v.
     """
     m = len(state)
+    dev = device_of(q)
     lo_h = _host(lo)  # host copies for the pivoting decisions (bookkeeping)
     hi_h = _host(hi)
     scale = float(xp.max(xp.abs(q))) + float(xp.max(xp.abs(Kmm))) * max(max(abs(a) for a in lo_h), max(abs(a) for a in hi_h))
     tol = 1e3 * float(xp.finfo(q.dtype).eps) * max(scale, 1e-300) * max(m, 1)
     for _ in range(max_iter):
         fixed_vals = [lo_h[i] if s == "L" else (hi_h[i] if s == "U" else 0.0) for i, s in enumerate(state)]
-        p = xp.asarray(fixed_vals, dtype=q.dtype)
+        p = xp.asarray(fixed_vals, dtype=q.dtype, device=dev)
         free = [i for i, s in enumerate(state) if s == "F"]
         if free:
-            fi = xp.asarray(free)
+            fi = xp.asarray(free, device=dev)
             Kff = xp.take(xp.take(Kmm, fi, axis=0), fi, axis=1)
             rhs = -xp.take(q + Kmm @ p, fi)
             try:
@@ -487,7 +514,7 @@ def _solve_box_lcp(Kmm, q, lo, hi, state, xp, max_iter):
                 # consistent singular system: the minimum-norm solution splits the weight equally
                 pf = xp.linalg.pinv(Kff) @ rhs
             # scatter pf into p without fancy setitem: build via a selection matrix
-            sel = xp.take(xp.eye(m, dtype=q.dtype), fi, axis=0)  # (|F|, m)
+            sel = xp.take(xp.eye(m, dtype=q.dtype, device=dev), fi, axis=0)  # (|F|, m)
             p = p + pf @ sel
         v = -(q + Kmm @ p)
         ph = _host(p)
@@ -519,6 +546,7 @@ def _solve_box_lcp(Kmm, q, lo, hi, state, xp, max_iter):
 def _flow_events(K, y, loss, lam, c, g0, a0, K_test, g0_test, xp, times, max_events):
     n = K.shape[0]
     dtype = K.dtype
+    dev = device_of(K)
     kinks, left, right = _kinks(loss, y, c, xp)
     eps = float(xp.finfo(dtype).eps)
     # host bookkeeping: which points sit on which kink (index 0/1), or None
@@ -539,8 +567,8 @@ def _flow_events(K, y, loss, lam, c, g0, a0, K_test, g0_test, xp, times, max_eve
         for k in (0, 1):
             if on_kink[i] is None and abs(gh[i] - kh[i][k]) <= 8 * eps * gscale:
                 on_kink[i] = k
-    g = xp.where(xp.asarray([ok is not None for ok in on_kink]),
-                 xp.asarray([kh[i][ok] if ok is not None else 0.0 for i, ok in enumerate(on_kink)], dtype=dtype), g)
+    g = xp.where(xp.asarray([ok is not None for ok in on_kink], device=dev),
+                 xp.asarray([kh[i][ok] if ok is not None else 0.0 for i, ok in enumerate(on_kink)], dtype=dtype, device=dev), g)
     state_cache = {}
     leaving = {}
     while True:
@@ -554,18 +582,18 @@ def _flow_events(K, y, loss, lam, c, g0, a0, K_test, g0_test, xp, times, max_eve
                 if gh[i] != kh[i][leaving[i][0]]:
                     del leaving[i]
             if leaving:
-                lm = xp.asarray([i in leaving for i in range(n)])
-                lv = xp.asarray([leaving[i][1] if i in leaving else 0.0 for i in range(n)], dtype=dtype)
+                lm = xp.asarray([i in leaving for i in range(n)], device=dev)
+                lv = xp.asarray([leaving[i][1] if i in leaving else 0.0 for i in range(n)], dtype=dtype, device=dev)
                 p_region = xp.where(lm, lv, p_region)
         M = [i for i in range(n) if on_kink[i] is not None]
         if M:
-            mi = xp.asarray(M)
-            ks = xp.asarray([on_kink[i] for i in M])
+            mi = xp.asarray(M, device=dev)
+            ks = xp.asarray([on_kink[i] for i in M], device=dev)
             # left/right values at each point's kink (gather along axis 1 via a one-hot mask)
             onehot = xp.astype(xp.stack([ks == 0, ks == 1], axis=1), dtype)
             lo = xp.sum(xp.take(left, mi, axis=0) * onehot, axis=1)
             hi = xp.sum(xp.take(right, mi, axis=0) * onehot, axis=1)
-            selM = xp.take(xp.eye(n, dtype=dtype), mi, axis=0)  # (|M|, n) selection
+            selM = xp.take(xp.eye(n, dtype=dtype, device=dev), mi, axis=0)  # (|M|, n) selection
             notM = 1 - xp.sum(selM, axis=0)
             p_N = p_region * notM
             Kmm = xp.take(xp.take(K, mi, axis=0), mi, axis=1)
@@ -614,8 +642,8 @@ def _flow_events(K, y, loss, lam, c, g0, a0, K_test, g0_test, xp, times, max_eve
             safe = xp.where(reach, vel, xp.ones_like(vel))
             tau = xp.where(reach, (target - g) / safe, xp.full_like(g, math.inf))
         if sliding:
-            sl = xp.asarray(sliding)
-            mask = xp.sum(xp.take(xp.eye(n, dtype=dtype), sl, axis=0), axis=0) > 0
+            sl = xp.asarray(sliding, device=dev)
+            mask = xp.sum(xp.take(xp.eye(n, dtype=dtype, device=dev), sl, axis=0), axis=0) > 0
             tau = xp.where(mask, xp.full_like(tau, math.inf), tau)
         tau_min = float(xp.min(tau))
         t_next = t + tau_min
@@ -623,7 +651,7 @@ def _flow_events(K, y, loss, lam, c, g0, a0, K_test, g0_test, xp, times, max_eve
         while ti < len(times) and times[ti] <= t_next:
             dt = times[ti] - t
             e = math.exp(-lam * dt)
-            ph = _phi(xp.asarray([lam], dtype=dtype), dt, xp)[0]
+            ph = _phi(xp.asarray([lam], dtype=dtype, device=dev), dt, xp)[0]
             out_alpha.append(e * alpha - ph * p)
             out_g.append(e * g - ph * Kp)
             ti += 1
@@ -634,7 +662,7 @@ def _flow_events(K, y, loss, lam, c, g0, a0, K_test, g0_test, xp, times, max_eve
         if n_events > max_events:
             raise RuntimeError(f"gradient_flow: more than max_events={max_events} events before t={times[-1]}.")
         e = math.exp(-lam * tau_min)
-        ph = float(_phi(xp.asarray([lam], dtype=dtype), tau_min, xp)[0])
+        ph = float(_phi(xp.asarray([lam], dtype=dtype, device=dev), tau_min, xp)[0])
         alpha = e * alpha - ph * p
         g = e * g - ph * Kp
         t = t_next
@@ -652,12 +680,12 @@ def _flow_events(K, y, loss, lam, c, g0, a0, K_test, g0_test, xp, times, max_eve
                 leaving.pop(i, None)
         # points on a kink (sliding or just arrived) sit exactly on it: their velocity is zero to
         # rounding, snapping removes the drift
-        on = xp.asarray([ok is not None for ok in on_kink])
-        kval = xp.asarray([kh[i][ok] if ok is not None else 0.0 for i, ok in enumerate(on_kink)], dtype=dtype)
+        on = xp.asarray([ok is not None for ok in on_kink], device=dev)
+        kval = xp.asarray([kh[i][ok] if ok is not None else 0.0 for i, ok in enumerate(on_kink)], dtype=dtype, device=dev)
         g = xp.where(on, kval, g)
     traj = _assemble(xp, times, out_alpha, lam, K, g0, K_test, g0_test, "events", g_train=out_g,
                      n_events=n_events, event_times=tuple(event_times),
-                     segment_times=xp.asarray(seg_t, dtype=dtype), segment_derivatives=xp.stack(seg_p))
+                     segment_times=xp.asarray(seg_t, dtype=dtype, device=dev), segment_derivatives=xp.stack(seg_p))
     return traj
 
 
@@ -710,9 +738,10 @@ def _flow_dopri(K, y, loss, lam, c, g0, a0, K_test, g0_test, xp, times, rtol, at
         a_new = a + h * sum((ks[j] * _DP_B5[j] for j in range(7) if _DP_B5[j] != 0.0), xp.zeros_like(a))
         err = h * sum((ks[j] * _DP_E[j] for j in range(7)), xp.zeros_like(a))
         sc = atol + rtol * xp.maximum(xp.abs(a), xp.abs(a_new))
-        en = float(xp.max(xp.abs(err) / sc))
+        # one host read per step: the scaled error (step control) and the max error together
+        en, err_max = _host(xp.stack([xp.max(xp.abs(err) / sc), xp.max(xp.abs(err))]))
         if en <= 1.0:
-            err_sum += float(xp.max(xp.abs(err)))
+            err_sum += err_max
             t = t + h if t + h < t_goal else t_goal
             a = a_new
             k1 = ks[6]  # FSAL
@@ -834,11 +863,12 @@ def subgradient_descent(
     else:
         cb = c
     d = 1.0 - lr * lam
-    zeros = xp.zeros((n,), dtype=dtype)
+    dev = device_of(K)
+    zeros = xp.zeros((n,), dtype=dtype, device=dev)
     g0_ = zeros if g0 is None else g0
     alpha = zeros if alpha0 is None else alpha0
     w = 1.0
-    index = xp.arange(n) if batch_size is not None else None
+    index = xp.arange(n, device=dev) if batch_size is not None else None
     rec_k, rec_a, rec_w, subs, masks = [], [], [], [], []
     for k in range(steps + 1):
         if k % record_every == 0 or k == steps:
@@ -856,7 +886,7 @@ def subgradient_descent(
                 subs.append(s)
         else:
             ids = rng.choice(n, size=batch_size, replace=False)
-            ids_x = xp.asarray(ids)
+            ids_x = xp.asarray(ids, device=dev)  # the host-drawn batch, copied explicitly
             mask = xp.astype(xp.any(index[None, :] == ids_x[:, None], axis=0), dtype)  # 0/1 indicator of B
             s = cb * lp * mask
             if decay == "all":
@@ -867,10 +897,10 @@ def subgradient_descent(
                 subs.append(s)
                 masks.append(mask > 0)
         w = w * d if (batch_size is None or decay == "all") else w
-    steps_arr = xp.asarray(rec_k)
-    times = xp.asarray([lr * k for k in rec_k], dtype=dtype)
+    steps_arr = xp.asarray(rec_k, device=dev)
+    times = xp.asarray([lr * k for k in rec_k], dtype=dtype, device=dev)
     alpha_arr = xp.stack(rec_a)
-    warr = xp.asarray(rec_w, dtype=dtype)
+    warr = xp.asarray(rec_w, dtype=dtype, device=dev)
     g_train = warr[:, None] * g0_[None, :] + alpha_arr @ K
     g_test = None
     if K_test is not None:
@@ -880,7 +910,7 @@ def subgradient_descent(
     return Trajectory(
         times=times, g_train=g_train, g_test=g_test, alpha=alpha_arr, g0_weight=warr,
         method="subgradient" if batch_size is None else "sgd", steps=steps_arr,
-        subgradients=(xp.stack(subs) if subs else xp.zeros((0, n), dtype=dtype)) if record_subgradients else None,
+        subgradients=(xp.stack(subs) if subs else xp.zeros((0, n), dtype=dtype, device=dev)) if record_subgradients else None,
         batch_masks=(xp.stack(masks) if masks else None) if (record_subgradients and decay == "batch" and batch_size) else None,
     )
 
@@ -934,12 +964,13 @@ def discrete_closed_form(K, subgradients, lam, lr, *, g0=None, alpha0=None, K_te
     alpha0 = _check_vector(alpha0, "alpha0", n, caller, xp, dtype)
     K_test, g0_test = _check_test(K_test, g0, g0_test, n, caller, xp, dtype)
     d = 1.0 - lr * lam
-    a0 = xp.zeros((n,), dtype=dtype) if alpha0 is None else alpha0
+    dev = device_of(K)
+    a0 = xp.zeros((n,), dtype=dtype, device=dev) if alpha0 is None else alpha0
     if batch_masks is None:
         # weights (1 − ηλ)^{T−1−t}, t = 0..T−1
-        expo = xp.asarray([float(T - 1 - t) for t in range(T)], dtype=dtype)
-        wts = d ** expo if T else xp.zeros((0,), dtype=dtype)
-        alpha_T = (d ** T) * a0 - lr * (wts @ S if T else xp.zeros((n,), dtype=dtype))
+        expo = xp.asarray([float(T - 1 - t) for t in range(T)], dtype=dtype, device=dev)
+        wts = d ** expo if T else xp.zeros((0,), dtype=dtype, device=dev)
+        alpha_T = (d ** T) * a0 - lr * (wts @ S if T else xp.zeros((n,), dtype=dtype, device=dev))
         w_T = d ** T
     else:
         Mk = xp.astype(check_array(batch_masks, "batch_masks", caller=caller, ndim=2, xp=xp) != 0, dtype)
@@ -953,7 +984,7 @@ def discrete_closed_form(K, subgradients, lam, lr, *, g0=None, alpha0=None, K_te
         if g0 is not None:
             raise InvalidParameterError(f"{caller}: 'g0' has no defined decay with batch masks; pass alpha0.")
         w_T = 1.0
-    g0_ = xp.zeros((n,), dtype=dtype) if g0 is None else g0
+    g0_ = xp.zeros((n,), dtype=dtype, device=dev) if g0 is None else g0
     g_T = w_T * g0_ + K @ alpha_T
     g_T_test = None
     if K_test is not None:
@@ -999,17 +1030,23 @@ def continuous_closed_form(K, segment_times, segment_derivatives, lam, T, *, g0=
     g0 = _check_vector(g0, "g0", n, caller, xp, dtype)
     alpha0 = _check_vector(alpha0, "alpha0", n, caller, xp, dtype)
     K_test, g0_test = _check_test(K_test, g0, g0_test, n, caller, xp, dtype)
-    a0 = xp.zeros((n,), dtype=dtype) if alpha0 is None else alpha0
-    acc = xp.zeros((n,), dtype=dtype)
-    lam_arr = xp.asarray([lam], dtype=dtype)
+    dev = device_of(K)
+    a0 = xp.zeros((n,), dtype=dtype, device=dev) if alpha0 is None else alpha0
+    # segment weights e^{−λ(T−b_k)}·φ(λ, b_k − a_k) on the host (the segment times are host floats),
+    # then one product with the derivatives: no host read per segment
+    wts = []
     for k, a in enumerate(st):
         if a >= T:
             break
         b = min(st[k + 1], T) if k + 1 < len(st) else T
-        acc = acc + (math.exp(-lam * (T - b)) * float(_phi(lam_arr, b - a, xp)[0])) * P[k, :]
+        wts.append(math.exp(-lam * (T - b)) * _phi_scalar(lam, b - a))
+    if wts:
+        acc = xp.asarray(wts, dtype=dtype, device=dev) @ P[: len(wts), :]
+    else:
+        acc = xp.zeros((n,), dtype=dtype, device=dev)
     eT = math.exp(-lam * T)
     alpha_T = eT * a0 - acc
-    g0_ = xp.zeros((n,), dtype=dtype) if g0 is None else g0
+    g0_ = xp.zeros((n,), dtype=dtype, device=dev) if g0 is None else g0
     g_T = eT * g0_ + K @ alpha_T
     g_T_test = None
     if K_test is not None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ._backend import namespace
+from ._backend import device_of, is_array, namespace
 from ._validation import InvalidParameterError, check_array, check_labels, check_real
 
 __all__ = ["Loss", "get", "NAMES"]
@@ -58,12 +58,18 @@ class Loss:
 
     def _args(self, z, y):
         xp = namespace(z, y)
+        z_given, y_given = z, y
         z = check_array(z, "z", xp=xp)
+        y = check_array(y, "y", xp=xp)
+        # a Python scalar or list given with an array is created on the array's device (check_array
+        # creates it on the default device)
+        if is_array(z_given) and not is_array(y_given):
+            y = xp.asarray(y, device=device_of(z))
+        elif is_array(y_given) and not is_array(z_given):
+            z = xp.asarray(z, device=device_of(y))
         if self.classification:
-            y = check_labels(xp.reshape(check_array(y, "y", xp=xp), (-1,)), "y", xp=xp)
+            y = check_labels(xp.reshape(y, (-1,)), "y", xp=xp)
             y = xp.reshape(y, ()) if z.ndim == 0 and y.shape == (1,) else y
-        else:
-            y = check_array(y, "y", xp=xp)
         y = xp.astype(y, z.dtype) if y.dtype != z.dtype else y
         return xp, z, y
 

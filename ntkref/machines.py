@@ -40,6 +40,11 @@ projected steps that fix many bounds at once, ratio-test steps and null-space
 directions when K is singular) on a growing working set (chunking) — array-API
 only.  Logistic: damped Newton, then one extra full Newton step.
 
+Devices.  Every array returned is on K's device.  The active-set solvers (hinge,
+squared hinge, ε-insensitive, hard margin) are sequences of small host decisions;
+for a namespace other than NumPy they run as one explicit host step (K and y
+copied to the host once, results copied back), identical to the NumPy solve.
+
 Exactness.  Every solve reports the duality gap P(α) − D(α̃) ≥ P(α) − P* (α̃ the
 dual point; α itself for the QPs).  P is λ-strongly convex in β, so
 
@@ -81,7 +86,7 @@ import warnings
 from dataclasses import dataclass
 
 from . import losses as _losses
-from ._backend import device_of, namespace
+from ._backend import device_of, is_array, is_numpy_namespace, namespace, to_numpy
 from ._validation import InvalidParameterError, check_array, check_int, check_option, check_real
 
 __all__ = [
@@ -122,15 +127,18 @@ def _check_gram(K, caller, *, psd=True, xp=None):
     if n == 0:
         raise InvalidParameterError(f"The 'K' parameter of {caller} must have at least one row.")
     eps = _eps(K.dtype, xp)
-    scale = max(float(xp.max(K)), -float(xp.min(K)))
     # max|K − Kᵀ| over 256×256 tiles of the upper triangle: a whole transposed copy reads
-    # memory with stride n and is ~4× slower at n = 2000
-    asym = 0.0
+    # memory with stride n and is ~4× slower at n = 2000.  The tile maxima stay on the device and
+    # are read with max|K| in one host copy (one synchronisation, not two per tile).
+    parts = [xp.max(K), -xp.min(K)]
     for i in range(0, n, 256):
         for j in range(i, n, 256):
             ie, je = min(i + 256, n), min(j + 256, n)  # in-bounds stops (array API)
             tile = K[i:ie, j:je] - xp.matrix_transpose(K[j:je, i:ie])
-            asym = max(asym, float(xp.max(tile)), -float(xp.min(tile)))
+            parts += [xp.max(tile), -xp.min(tile)]
+    host = to_numpy(xp.stack(parts)).tolist()
+    scale = max(host[0], host[1])
+    asym = max(0.0, *host[2:])
     if asym > math.sqrt(eps) * scale:
         raise InvalidParameterError(
             f"The 'K' parameter of {caller} must be symmetric: max|K - K^T| = {asym:.3g} exceeds "
@@ -212,6 +220,26 @@ def _get_loss(loss, caller):
         return _losses.get(loss)
     except InvalidParameterError as exc:
         raise InvalidParameterError(f"The 'loss' parameter of {caller}: {exc}") from exc
+
+
+def _on_host(solver, K, y):
+    """``solver(K, y, xp)`` on the host: an explicit host step for the active-set solvers.
+
+    The box-QP solvers are long sequences of small data-dependent decisions (which coordinate
+    enters or leaves the face, a ratio test, a duality-gap test), each a host read; on a GPU every
+    one is a synchronisation.  For any namespace other than NumPy, K and y are copied to the host
+    once (:func:`~ntkref._backend.to_numpy`), the NumPy code runs there, and the arrays it returns
+    are copied back to K's device (``xp.asarray(..., device=device_of(K))``), so the result is
+    identical to the NumPy solve of the same (validated, symmetrised) K and y.  Non-array outputs
+    (floats, ints, bools) are returned as they are.
+    """
+    xp = namespace(K)
+    if is_numpy_namespace(xp):
+        return solver(K, y, xp)
+    K_host, y_host = to_numpy(K), to_numpy(y)
+    out = solver(K_host, y_host, namespace(K_host))
+    dev = device_of(K)
+    return tuple(xp.asarray(o, device=dev) if is_array(o) else o for o in out)
 
 
 def _default_tol(dtype, xp):
@@ -683,6 +711,13 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
     step (W working set, F free support vectors); logistic O(n³) per Newton step.
     Accuracy: the duality gap bounds the error (module docstring); active-set solutions are
     exact to rounding (relative gap ~1e-15 in float64, ~1e-6 in float32 at n ~ 100).
+
+    Where it runs: validation (symmetry, the PSD Cholesky) runs in K's namespace on K's device;
+    so do the squared loss (one solve) and the logistic Newton loop (dense solves, a few host
+    reads per iteration).  The active-set solver of ``hinge``, ``squared_hinge`` and
+    ``epsilon_insensitive`` is an explicit host step when K is not a NumPy array: K and y are
+    copied to the host once, solved by the NumPy code, and ``alpha_``/``train_output_`` are
+    copied back to K's device, so the result is the NumPy solve's, bit for bit.
     """
     caller = "machines.solve"
     K, y, loss, lam, lam_sum, xp = _prepare(K, y, loss, lam, reduction, caller, psd=check_psd)
@@ -706,16 +741,22 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
         dual = _dual_from_g(alpha, g, y, loss, lam_sum, xp) if lam_sum > 0 else 0.0
         kkt = _kkt_residual(alpha, g, y, K, loss, lam_sum, xp) if lam_sum > 0 else float(xp.max(xp.abs(g - y)))
         its, conv = 0, True
+        norm2 = float(xp.sum(alpha * g))
     elif loss.name in _QP_LOSSES:
         max_iter = max(1000, 10 * n) if max_iter is None else check_int(max_iter, "max_iter", caller=caller, low=1)
-        lo, hi, eps, shift = _qp_bounds(y, loss, lam_sum, xp)
 
-        def gap_fn(a, g):
-            return (_primal_from_g(a, g, y, loss, lam_sum, xp), _dual_from_g(a, g, y, loss, lam_sum, xp))
+        def qp(K, y, xp):
+            lo, hi, eps, shift = _qp_bounds(y, loss, lam_sum, xp)
 
-        alpha, g, its, conv = _chunked_qp(K, y, lo, hi, eps, shift, gap_fn, tol, max_iter, xp)
-        primal, dual = gap_fn(alpha, g)
-        kkt = _kkt_residual(alpha, g, y, K, loss, lam_sum, xp)
+            def gap_fn(a, g):
+                return (_primal_from_g(a, g, y, loss, lam_sum, xp), _dual_from_g(a, g, y, loss, lam_sum, xp))
+
+            alpha, g, its, conv = _chunked_qp(K, y, lo, hi, eps, shift, gap_fn, tol, max_iter, xp)
+            primal, dual = gap_fn(alpha, g)
+            kkt = _kkt_residual(alpha, g, y, K, loss, lam_sum, xp)
+            return alpha, g, its, conv, primal, dual, kkt, float(xp.sum(alpha * g))
+
+        alpha, g, its, conv, primal, dual, kkt, norm2 = _on_host(qp, K, y)
     else:  # logistic
         max_iter = 200 if max_iter is None else check_int(max_iter, "max_iter", caller=caller, low=1)
         alpha, g, its, conv = _logistic_newton(K, y, loss, lam_sum, tol, max_iter, xp)
@@ -728,6 +769,7 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
         primal = _primal_from_g(alpha, g, y, loss, lam_sum, xp)
         dual = _dual_from_g(a_dual, g_dual, y, loss, lam_sum, xp)
         kkt = _kkt_residual(alpha, g, y, K, loss, lam_sum, xp)
+        norm2 = float(xp.sum(alpha * g))
     if not conv:
         warnings.warn(
             f"{caller}: the {loss.name} solver stopped with duality gap {primal - dual:.3g} > "
@@ -739,7 +781,7 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
         alpha_=alpha, loss=loss, lam=lam, lam_sum=lam_sum, reduction=reduction,
         primal_objective=primal / div, dual_objective=dual / div, duality_gap=(primal - dual) / div,
         kkt_residual=kkt, n_iter=its, converged=bool(conv),
-        rkhs_norm_=math.sqrt(max(float(xp.sum(alpha * g)), 0.0)), train_output_=g,
+        rkhs_norm_=math.sqrt(max(norm2, 0.0)), train_output_=g,
     )
 
 
@@ -771,6 +813,12 @@ def hard_margin_svm(K, y, *, tol=None, max_iter=None, C_max=None, check_psd=True
     -------
     KernelMachine
         ``lam = 0``; primal ½αᵀKα, dual yᵀα − ½αᵀKα, ``kkt_residual`` = max(0, 1 − min yᵢgᵢ).
+
+    Notes
+    -----
+    Validation runs on K's device; the soft-margin path (active-set solves) is an explicit host
+    step for non-NumPy namespaces, as in :func:`solve`: K and y are copied to the host once and
+    ``alpha_``/``train_output_`` are copied back to K's device.
     """
     caller = "machines.hard_margin_svm"
     loss = _losses.get("hinge")
@@ -782,34 +830,39 @@ def hard_margin_svm(K, y, *, tol=None, max_iter=None, C_max=None, check_psd=True
     if scale <= 0:
         raise InvalidParameterError(f"The 'K' parameter of {caller} is zero on the diagonal: no point can be separated.")
     C_max = 1e12 / scale if C_max is None else check_real(C_max, "C_max", caller=caller, low=0.0, closed="right")
-    C = min(1.0 / scale, C_max)
-    alpha = None
-    its_total = 0
-    while True:
-        lam = 1.0 / C
-        lo, hi, _, _ = _qp_bounds(y, loss, lam, xp)
 
-        def gap_fn(a, g, lam=lam):
-            return (_primal_from_g(a, g, y, loss, lam, xp), _dual_from_g(a, g, y, loss, lam, xp))
+    def soft_margin_path(K, y, xp):
+        C = min(1.0 / scale, C_max)
+        alpha = None
+        its_total = 0
+        while True:
+            lam = 1.0 / C
+            lo, hi, _, _ = _qp_bounds(y, loss, lam, xp)
 
-        alpha, g, its, conv = _chunked_qp(K, y, lo, hi, 0.0, 0.0, gap_fn, tol, max_iter, xp, alpha0=alpha)
-        its_total += its
-        at_bound = bool(xp.any(y * alpha >= C * (1 - 1e-9)))
-        if not at_bound:
-            break
-        if C >= C_max:
-            raise InvalidParameterError(
-                f"The data given to {caller} are not separable in the RKHS of K with geometric margin "
-                f">= 1/sqrt(C_max) = {1 / math.sqrt(C_max):.3g} (soft-margin SVM with C = {C:.3g} still has "
-                "coefficients at the bound C). Use a soft margin (machines.fit(K, y, 'hinge', lam))."
-            )
-        C = min(10.0 * C, C_max)
-        if alpha is not None and not bool(xp.any(alpha != 0)):
-            alpha = None
-    norm2 = float(xp.sum(alpha * g))
+            def gap_fn(a, g, lam=lam):
+                return (_primal_from_g(a, g, y, loss, lam, xp), _dual_from_g(a, g, y, loss, lam, xp))
+
+            alpha, g, its, conv = _chunked_qp(K, y, lo, hi, 0.0, 0.0, gap_fn, tol, max_iter, xp, alpha0=alpha)
+            its_total += its
+            at_bound = bool(xp.any(y * alpha >= C * (1 - 1e-9)))
+            if not at_bound:
+                break
+            if C >= C_max:
+                raise InvalidParameterError(
+                    f"The data given to {caller} are not separable in the RKHS of K with geometric margin "
+                    f">= 1/sqrt(C_max) = {1 / math.sqrt(C_max):.3g} (soft-margin SVM with C = {C:.3g} still has "
+                    "coefficients at the bound C). Use a soft margin (machines.fit(K, y, 'hinge', lam))."
+                )
+            C = min(10.0 * C, C_max)
+            if alpha is not None and not bool(xp.any(alpha != 0)):
+                alpha = None
+        norm2 = float(xp.sum(alpha * g))
+        dual = float(xp.sum(y * alpha)) - 0.5 * norm2
+        infeas = max(0.0, 1.0 - float(xp.min(y * g)))
+        return alpha, g, its_total, norm2, dual, infeas
+
+    alpha, g, its_total, norm2, dual, infeas = _on_host(soft_margin_path, K, y)
     primal = 0.5 * norm2
-    dual = float(xp.sum(y * alpha)) - 0.5 * norm2
-    infeas = max(0.0, 1.0 - float(xp.min(y * g)))
     conv = primal - dual <= tol * max(1.0, primal) and infeas <= math.sqrt(tol)
     if not conv:
         warnings.warn(f"{caller}: gap {primal - dual:.3g}, margin violation {infeas:.3g}.", ConvergenceWarning, stacklevel=2)

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ntkref import InvalidParameterError, bounds, losses, nets
+from ntkref._backend import asarray, to_numpy
 
 from .test_training import km_descent
 
@@ -43,14 +44,16 @@ def test_discrete_bound_is_exact_for_the_extremal_recursion():
 
 
 def _nn_vs_km(width, depth, loss, lam, lr, steps, seed, n=10, regularize="from_init"):
+    """Train on the namespace and device under test; results come back with ``to_numpy`` (explicit copies)."""
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(n, 3))
     y = np.where(x[:, 0] + 0.5 * x[:, 1] > 0, 1.0, -1.0)
     xt = rng.normal(size=(4, 3))
     net = nets.Antisymmetric(nets.FullyConnected(3, width, depth=depth))
-    p = net.init(seed)
-    tr = nets.train(net, p, x, y, loss, lam, lr, steps, x_test=xt, track_kernel=True, regularize=regularize)
-    K0, K0t = np.asarray(tr.kernel0), np.asarray(tr.kernel0_test)
+    p = net.init(seed)  # the default namespace on the default device (NTKREF_BACKEND/NTKREF_DEVICE)
+    tr = nets.train(net, p, asarray(x), asarray(y), loss, lam, lr, steps, x_test=asarray(xt), track_kernel=True,
+                    regularize=regularize)
+    K0, K0t = to_numpy(tr.kernel0), to_numpy(tr.kernel0_test)
     g, gt = km_descent(K0, K0t, y, loss, lam, lr, steps)
     return tr, g, gt, K0, K0t
 
@@ -66,25 +69,28 @@ def _nn_vs_km(width, depth, loss, lam, lr, steps, seed, n=10, regularize="from_i
 )
 def test_measured_gap_is_below_the_corrected_and_the_convex_bounds(seed, width, depth, loss, lam, lr):
     tr, g, gt, K0, K0t = _nn_vs_km(width, depth, loss, lam, lr, 60, seed)
-    f = np.asarray(tr.f_train)
+    f = to_numpy(tr.f_train)
     gap = np.linalg.norm(f - g, axis=1)
     n = K0.shape[0]
     w = np.linalg.eigvalsh(K0)
-    lpn = np.linalg.norm(np.asarray(tr.lprime), axis=1)
-    U = bounds.gronwall_gap_bound_discrete(lr, tr.drift, lam, loss, w[-1], n, remainder=tr.remainder, lprime_norm=lpn)
+    lpn = np.linalg.norm(to_numpy(tr.lprime), axis=1)
+    U = to_numpy(bounds.gronwall_gap_bound_discrete(lr, tr.drift, lam, loss, w[-1], n, remainder=tr.remainder,
+                                                    lprime_norm=lpn))
     slack = 1e-12 * (1 + np.abs(f).max())
     assert np.all(gap <= U + slack), (gap.max(), U.max())
     if losses.get(loss).lipschitz is not None:  # the theorem's form with ρ√n is weaker, hence also valid
-        assert np.all(U <= bounds.gronwall_gap_bound_discrete(lr, tr.drift, lam, loss, w[-1], n, remainder=tr.remainder) + slack)
+        U_rho = to_numpy(bounds.gronwall_gap_bound_discrete(lr, tr.drift, lam, loss, w[-1], n, remainder=tr.remainder))
+        assert np.all(U <= U_rho + slack)
     L = losses.get(loss)
     if lr * L.smoothness * w[-1] <= 2 * (1 - lr * lam) and w[0] > 0:
-        V = bounds.convex_gap_bound(lr, tr.convex_integrand, lam, (w[0], w[-1]), discrete=True, loss=loss, remainder=tr.remainder)
+        V = to_numpy(bounds.convex_gap_bound(lr, tr.convex_integrand, lam, (w[0], w[-1]), discrete=True, loss=loss,
+                                             remainder=tr.remainder))
         assert np.all(gap <= V + slack), (gap.max(), V.max())
     # test points (App. F.2 with the training bound plugged in, no Grönwall step)
-    Ut = bounds.gap_bound_test_points(
+    Ut = to_numpy(bounds.gap_bound_test_points(
         lr, U, tr.drift_test, lam, loss, np.linalg.norm(K0t, axis=1), n, remainder_test=tr.remainder_test, lprime_norm=lpn
-    )
-    assert np.all(np.abs(np.asarray(tr.f_test) - gt) <= Ut + slack)
+    ))
+    assert np.all(np.abs(to_numpy(tr.f_test) - gt) <= Ut + slack)
 
 
 def _final_gaps(widths, loss, regularize, seeds=4, lr=0.05, steps=60):
@@ -93,7 +99,7 @@ def _final_gaps(widths, loss, regularize, seeds=4, lr=0.05, steps=60):
         vals = []
         for seed in range(seeds):
             tr, g, _, _, _ = _nn_vs_km(m, 1, loss, 0.5, lr, steps, seed, regularize=regularize)
-            vals.append(np.linalg.norm(np.asarray(tr.f_train)[-1] - g[-1]))
+            vals.append(np.linalg.norm(to_numpy(tr.f_train)[-1] - g[-1]))
         gaps.append(np.mean(vals))
     return np.array(gaps)
 
@@ -128,21 +134,22 @@ def test_readout_regularisation_breaks_the_equivalence():
     assert from_init[1] < 0.15 * from_init[0]
     # and the kernel drift itself does not vanish at large width under the readout regulariser
     tr, *_ = _nn_vs_km(2048, 1, "logistic", 0.5, 0.05, 60, 0, regularize="readout")
-    K0 = np.asarray(tr.kernel0)
+    K0 = to_numpy(tr.kernel0)
     assert float(tr.drift[-1]) > 0.2 * np.linalg.norm(K0, 2)
 
 
 def test_convex_bound_is_sharper_than_gronwall_on_long_runs():
     tr, g, _, K0, _ = _nn_vs_km(128, 1, "logistic", 0.2, 0.01, 400, 3)
     w = np.linalg.eigvalsh(K0)
-    U = bounds.gronwall_gap_bound_discrete(0.01, tr.drift, 0.2, "logistic", w[-1], 10, remainder=tr.remainder)
-    V = bounds.convex_gap_bound(0.01, tr.convex_integrand, 0.2, (w[0], w[-1]), discrete=True, loss="logistic", remainder=tr.remainder)
-    gap = np.linalg.norm(np.asarray(tr.f_train) - g, axis=1)
+    U = to_numpy(bounds.gronwall_gap_bound_discrete(0.01, tr.drift, 0.2, "logistic", w[-1], 10, remainder=tr.remainder))
+    V = to_numpy(bounds.convex_gap_bound(0.01, tr.convex_integrand, 0.2, (w[0], w[-1]), discrete=True, loss="logistic",
+                                         remainder=tr.remainder))
+    gap = np.linalg.norm(to_numpy(tr.f_train) - g, axis=1)
     assert np.all(gap <= V + 1e-12) and V[-1] < U[-1]
 
 
-def test_pl_condition():
-    K = np.diag([3.0, 1.0, 0.5])
+def test_pl_condition(asxp):
+    K = asxp(np.diag([3.0, 1.0, 0.5]))
     ok, lmin, need = bounds.pl_condition(K, 0.2)
     assert ok and lmin == pytest.approx(0.5) and need == pytest.approx(0.4)
     assert not bounds.pl_condition(K, 0.3)[0]
@@ -157,14 +164,14 @@ def test_hinge_needs_the_convex_bound():
         bounds.gronwall_gap_bound([0, 1], [0, 0], 1.0, "squared", 1.0, 3)
 
 
-def test_rademacher_bound_formula_and_validation():
+def test_rademacher_bound_formula_and_validation(asxp):
     K = np.array([[2.0, 0.5], [0.5, 1.0]])
     a = np.array([1.0, -1.0])
     B = math.sqrt(a @ K @ a)
     expect = 0.1 + 2 * 1 * B / 2 * math.sqrt(3.0) + 3 * 1 * math.sqrt(math.log(2 / 0.01) / 4)
-    assert bounds.rademacher_bound(K, a, 0.1, delta=0.01, c=1.0, rho=1.0) == pytest.approx(expect, rel=1e-14)
+    assert bounds.rademacher_bound(asxp(K), asxp(a), 0.1, delta=0.01, c=1.0, rho=1.0) == pytest.approx(expect, rel=1e-14)
     with pytest.raises(InvalidParameterError, match="delta"):
-        bounds.rademacher_bound(K, a, 0.1, delta=1.5, c=1.0, rho=1.0)
+        bounds.rademacher_bound(asxp(K), asxp(a), 0.1, delta=1.5, c=1.0, rho=1.0)
 
 
 MNIST = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "mnist-subset")
@@ -182,14 +189,56 @@ def test_generalisation_bound_holds_on_mnist():
     net = nets.FullyConnected(784, 100)
     p = net.init(0)
     lam, lr, steps = 0.001 * 300, 0.0005, 60
-    tr = nets.train(net, p, Xtr, ytr, "hinge", lam, lr, steps, subtract_f0=True, track_kernel=True)
-    K = np.asarray(tr.km_kernel)
-    a = -np.sign(np.asarray(tr.lprime)[0])
+    tr = nets.train(net, p, asarray(Xtr), asarray(ytr), "hinge", lam, lr, steps, subtract_f0=True, track_kernel=True)
+    K = to_numpy(tr.km_kernel)
+    a = -np.sign(to_numpy(tr.lprime)[0])
     f_km = K @ a
-    f_nn = np.asarray(tr.f_train)[-1]
+    f_nn = to_numpy(tr.f_train)[-1]
     assert np.max(np.abs(f_km - f_nn)) < 0.05 * np.max(np.abs(f_nn)) + 1e-3  # the KM is the network
-    emp = float(np.mean(np.asarray(bounds.ramp_loss(f_km, ytr))))
+    emp = float(np.mean(to_numpy(bounds.ramp_loss(f_km, ytr))))
     bound = bounds.rademacher_bound(K, a, emp, delta=0.01, c=1.0, rho=1.0)
-    f_test = np.asarray(net.apply(tr.params, Xte)) - np.asarray(net.apply(p, Xte))
-    held_out = float(np.mean(np.asarray(bounds.ramp_loss(f_test, yte))))
+    Xte_x = asarray(Xte)
+    f_test = to_numpy(net.apply(tr.params, Xte_x)) - to_numpy(net.apply(p, Xte_x))
+    held_out = float(np.mean(to_numpy(bounds.ramp_loss(f_test, yte))))
     assert held_out <= bound < 1.5, (held_out, bound)
+
+
+# ------------------------------------------------------------------ device placement
+
+
+def _bounds_cases():
+    t = np.linspace(0.0, 1.0, 5)
+    drift = np.linspace(0.0, 0.2, 5)
+    K = np.array([[2.0, 0.5], [0.5, 1.0]])
+    return {
+        "printed_gap_bound": lambda on: bounds.printed_gap_bound(on(t), on(drift), 1.0, "logistic", 2.0, 3),
+        "gronwall_gap_bound": lambda on: bounds.gronwall_gap_bound(on(t), on(drift), 1.0, "logistic", 2.0, 3),
+        "gronwall_gap_bound_discrete": lambda on: bounds.gronwall_gap_bound_discrete(
+            0.01, on(drift), 1.0, "logistic", 2.0, 3, remainder=on(drift[:-1]), lprime_norm=on(drift + 1)),
+        "convex_gap_bound": lambda on: bounds.convex_gap_bound(on(t), on(drift), 1.0, (0.5, 2.0)),
+        "convex_gap_bound-discrete": lambda on: bounds.convex_gap_bound(
+            0.01, on(drift), 1.0, (0.5, 2.0), discrete=True, loss="logistic", remainder=on(drift[:-1])),
+        "gap_bound_test_points": lambda on: bounds.gap_bound_test_points(
+            0.01, on(drift), on(np.stack([drift, drift], axis=1)), 1.0, "logistic", on(np.array([1.0, 2.0])), 3),
+        "pl_condition": lambda on: bounds.pl_condition(on(K), 0.2),
+        "rademacher_bound": lambda on: bounds.rademacher_bound(on(K), on(np.array([1.0, -1.0])), 0.1, delta=0.01,
+                                                               c=1.0, rho=1.0),
+        "ramp_loss": lambda on: bounds.ramp_loss(on(np.array([0.5, -2.0])), on(np.array([1.0, 1.0]))),
+    }
+
+
+@pytest.mark.parametrize("case", sorted(_bounds_cases()))
+def test_public_functions_return_arrays_on_the_inputs_device(case):
+    """Inputs on array_api_strict's device1 (a stand-in for a GPU, which refuses implicit NumPy
+    conversion): every array returned is a strict array on device1 (the host recursions copy their
+    series back); scalar results are Python numbers."""
+    import array_api_compat
+
+    strict = pytest.importorskip("array_api_strict")
+    dev = strict.Device("device1")
+    result = _bounds_cases()[case](lambda v: strict.asarray(v, device=dev))
+    for arr in result if isinstance(result, tuple) else (result,):
+        if isinstance(arr, (bool, int, float)):
+            continue
+        assert array_api_compat.array_namespace(arr) is strict, type(arr)
+        assert array_api_compat.device(arr) == dev, array_api_compat.device(arr)

@@ -296,12 +296,9 @@ def test_zero_radius_collapses_to_the_kernel(asxp, tonp):
         assert np.all(ref - lo <= allowed) and np.all(hi - ref <= allowed)
 
 
-def test_joint_extremes_over_the_polygon_are_exact():
+def test_joint_extremes_over_the_polygon_are_exact(xp, asxp, tonp):
     """The core lemma of method="tight": min/max of Φ(p, R) = R·h(p/R) over P = box ∩ {|p| ≤ R} are found
     exactly (module docstring).  Independent route: dense grid over P (interior and the four edges)."""
-    from ntkref._backend import default_namespace
-
-    xp = default_namespace()
     rng = np.random.default_rng(7)
 
     def phi(p, R):
@@ -315,7 +312,7 @@ def test_joint_extremes_over_the_polygon_are_exact():
         c = rng.uniform(-1.0, 1.0) * RU  # P is non-empty (it contains the image of a ball)
         w = rng.uniform(0, 1) * RU * rng.choice([0.05, 0.3, 1.0])
         pL, pU = c - w, c + w
-        lo, hi = certify._phi_box_bounds(*(xp.asarray(np.array([v])) for v in (pL, pU, RL, RU)), xp)
+        lo, hi = certify._phi_box_bounds(*(asxp(np.array([v])) for v in (pL, pU, RL, RU)), xp)
         lo, hi = float(lo[0]), float(hi[0])
         Rg = np.linspace(RL, RU, 301)
         pg = np.linspace(pL, pU, 301)
@@ -334,8 +331,8 @@ def test_joint_extremes_over_the_polygon_are_exact():
         # exact: grid spacing (≤ 2·RU/4000 along the edges; Φ is 1/2-Hölder only at the cone edges) bounds the gap
         assert vals.min() - lo <= 2e-3 * scale and hi - vals.max() <= 2e-3 * scale
         # the signed variant used for g (four Φ evaluations instead of ten) gives the same extremes
-        args = [xp.asarray(np.array([v, v])) for v in (pL, pU, RL, RU)]
-        signed = np.asarray(certify._signed_phi_tight(*args, xp.asarray(np.array([True, False])), xp))
+        args = [asxp(np.array([v, v])) for v in (pL, pU, RL, RU)]
+        signed = tonp(certify._signed_phi_tight(*args, asxp(np.array([True, False])), xp))
         np.testing.assert_allclose([signed[0], -signed[1]], [lo, hi], rtol=1e-14, atol=1e-15 * scale)
 
 
@@ -372,8 +369,17 @@ def test_dot_and_norm_ranges_are_exact_linf(asxp, tonp, domain):
     pL, pU, rL, rU = (tonp(a) for a in ranges)
     if domain is not None:  # the cheap default contains the exact range
         fL, fU, frL, frU = (tonp(a) for a in certify.dot_norm_ranges(asxp(x0), asxp(X), delta, domain=domain))
-        assert np.all(fL <= pL) and np.all(fU >= pU)
-        np.testing.assert_array_equal([frL, frU], [rL, rU])
+        # Where the two ranges coincide mathematically (coordinates of x₀ on the boundary or ≥ δ inside)
+        # the routes round differently: the exact one is ⟨c, x′⟩ ∓ ⟨w, |x′|⟩ (two length-d products), the
+        # cheap one ⟨x₀, x′⟩ ∓ δ‖x′‖₁ ± δ·(boundary corrections).  NumPy happens to agree bit for bit, torch
+        # and jax do not (8.9e-16 apart).  Each length-d product is exact to (d + 4)·eps·Σⱼ|aⱼ||x′ⱼ| with
+        # |aⱼ| ≤ |x₀ⱼ| + δ (the standard dot-product bound), hence this tolerance.
+        eps = np.finfo(np.float64).eps
+        tol_dot = (d + 4) * eps * ((np.abs(x0) + delta) @ np.abs(X).T)
+        assert np.all(fL <= pL + tol_dot) and np.all(fU >= pU - tol_dot)
+        # the norm range is the same formula in both routes, but a backend may compile the two calls into
+        # differently fused kernels; a sum of d squares and a square root is exact to (d + 2)·eps relative
+        np.testing.assert_allclose([frL, frU], [rL, rU], rtol=(d + 2) * eps, atol=0)
     for k in range(3):
         a, b = x0[k] - delta, x0[k] + delta
         if domain is not None:
@@ -904,3 +910,55 @@ def test_ibp_radius_accepts_ntkref_nets_fully_connected(asxp, tonp, xp):
         pts = random_ball_points(rng, x[k], r[k], "linf", None, 100)
         g = tonp(net.apply(params, asxp(pts))) - tonp(net.apply(params0, asxp(pts)))
         assert np.all(np.sign(g) == np.sign(f[k])) or r[k] == 0
+
+
+# ---------------------------------------------------------------------------
+# device placement
+# ---------------------------------------------------------------------------
+def _certify_cases():
+    rng = np.random.default_rng(21)
+    X = rng.uniform(0, 1, size=(6, 3))
+    Xt = rng.uniform(0, 1, size=(4, 3))
+    alpha = np.array([1.0, -0.5, 0.0, 0.7, -0.2, 0.4])
+    y = np.array([1.0, -1.0, 1.0, 1.0])
+    params = init_params(rng, [3, 5, 1], bias=True)
+    params0 = init_params(rng, [3, 5, 1], bias=True)
+
+    def net(on):
+        return [(on(W), on(b)) for W, b in params]
+
+    return {
+        "ntk_h": lambda on: certify.ntk_h(on(np.array([-1.0, 0.2, 1.0]))),
+        "ntk_interval": lambda on: certify.ntk_interval(on(Xt), on(X), 0.05, domain=(0.0, 1.0)),
+        "ntk_interval-paper-l2": lambda on: certify.ntk_interval(on(Xt), on(X), on(np.full(4, 0.05)), method="paper",
+                                                                 norm="l2"),
+        "dot_norm_ranges": lambda on: certify.dot_norm_ranges(on(Xt), on(X), 0.05, domain=(on(np.zeros(3)), 1.0),
+                                                              exact_domain=True),
+        "output_bounds": lambda on: certify.output_bounds(on(alpha), on(X), on(Xt), 0.05),
+        "certified_radius": lambda on: certify.certified_radius(on(alpha), on(X), on(Xt), y=on(y), return_info=True),
+        "certified_radius-domain": lambda on: certify.certified_radius(on(alpha), on(X), on(Xt), domain=(0.0, 1.0),
+                                                                       norm="l2"),
+        "certified_radius-no-support": lambda on: certify.certified_radius(on(np.zeros(6)), on(X), on(Xt)),
+        "ibp_bounds": lambda on: certify.ibp_bounds(None, net(on), on(Xt - 0.1), on(Xt + 0.1), b_std=0.3),
+        "ibp_radius": lambda on: certify.ibp_radius(None, net(on), on(Xt), b_std=0.3, domain=(0.0, 1.0),
+                                                    params0=[(on(W), on(b)) for W, b in params0], y=on(y),
+                                                    return_info=True),
+    }
+
+
+@pytest.mark.parametrize("case", sorted(_certify_cases()))
+def test_public_functions_return_arrays_on_the_inputs_device(case):
+    """Inputs on array_api_strict's device1 (a stand-in for a GPU, which refuses implicit NumPy
+    conversion): every array returned is a strict array on device1 (scalar options such as a domain
+    (0, 1) or a radius are created there too)."""
+    import array_api_compat
+
+    strict = pytest.importorskip("array_api_strict")
+    dev = strict.Device("device1")
+    result = _certify_cases()[case](lambda v: strict.asarray(v, device=dev))
+    if isinstance(result, tuple) and isinstance(result[-1], dict):
+        result = result[:-1] + tuple(v for v in result[-1].values() if not isinstance(v, int))
+    arrays = result if isinstance(result, tuple) else (result,)
+    for arr in arrays:
+        assert array_api_compat.array_namespace(arr) is strict, type(arr)
+        assert array_api_compat.device(arr) == dev, array_api_compat.device(arr)

@@ -539,7 +539,7 @@ def test_dopri_matches_solve_ivp(xp, asxp, tonp, name):
     assert tr.method == "dopri5" and tr.error_estimate < 1e-7
     loss = losses.get(name)
     sol = scipy.integrate.solve_ivp(
-        lambda _, g: -lam * g - K @ np.asarray(loss.derivative(g, y)), (0, ts[-1]), np.zeros(15),
+        lambda _, g: -lam * g - K @ tonp(loss.derivative(g, y)), (0, ts[-1]), np.zeros(15),
         t_eval=ts, method="DOP853", rtol=1e-13, atol=1e-14)
     assert np.abs(sol.y.T - tonp(tr.g_train)).max() < 1e-8
 
@@ -588,7 +588,7 @@ def test_hinge_flow_limit_satisfies_svm_kkt(xp, asxp, tonp, seed, n, lam):
 # ------------------------------------------------------------------------------------------
 # 7. bad input
 # ------------------------------------------------------------------------------------------
-def test_bad_input(xp, asxp):
+def test_bad_input(xp, asxp, tonp):
     K, K_test, y = rbf_problem(n=6, seed=0)
     Kx, yx = asxp(K), asxp(y)
     with pytest.raises(InvalidParameterError, match="'y'"):
@@ -633,7 +633,7 @@ def test_bad_input(xp, asxp):
         D.svm_limit_printed(Kx, yx, yx, 0.0)
     # no NaN from a degenerate but valid problem: K = 0 (PSD), λ = 0
     tr = D.gradient_flow(asxp(np.zeros((6, 6))), yx, "hinge", 0.0, [0.0, 1.0])
-    assert not np.isnan(np.asarray(tr.g_train)).any()
+    assert not np.isnan(tonp(tr.g_train)).any()
 
 
 def test_inner_loop_derivative_equals_losses_module(xp, asxp, tonp):
@@ -669,3 +669,95 @@ def test_hinge_flow_with_duplicated_points(xp, asxp, tonp):
         d = D.subgradient_descent(asxp(K), asxp(y), "hinge", lam, h, steps, record_every=steps)
         errs.append(np.abs(tonp(d.g_train)[-1] - g).max())
     assert errs[1] < errs[0] < 5 * 0.01
+
+
+# ------------------------------------------------------------------------------------------
+# device placement
+# ------------------------------------------------------------------------------------------
+def _device1():
+    strict = pytest.importorskip("array_api_strict")
+    return strict, strict.Device("device1")
+
+
+def _arrays_in(result):
+    """Every array in a result: dataclasses, tuples, lists and dicts are walked; numbers, strings skipped."""
+    import dataclasses
+
+    if result is None or isinstance(result, (bool, int, float, str)):
+        return []
+    if dataclasses.is_dataclass(result):
+        return [a for f in dataclasses.fields(result) for a in _arrays_in(getattr(result, f.name))]
+    if isinstance(result, (tuple, list)):
+        return [a for r in result for a in _arrays_in(r)]
+    if isinstance(result, dict):
+        return [a for r in result.values() for a in _arrays_in(r)]
+    return [result]
+
+
+def _dynamics_cases():
+    K, K_test, y = rbf_problem(n=6, m=2, seed=4)
+    _, _, yr = rbf_problem(n=6, m=2, seed=4, regression=True)
+    g0, g0t = np.linspace(-0.2, 0.3, 6), np.array([0.1, -0.1])
+    eps_loss = losses.get("epsilon_insensitive", epsilon=0.1)
+
+    def sgd(on):
+        return D.subgradient_descent(on(K), on(y), "hinge", 0.5, 0.1, 4, batch_size=3, seed=0, decay="batch",
+                                     record_subgradients=True, K_test=on(K_test))
+
+    def flow(on):
+        return D.gradient_flow(on(K), on(y), "hinge", 0.5, [0.0, 2.0])
+
+    return {
+        "gradient_flow-eigh": lambda on: D.gradient_flow(on(K), on(yr), "squared", 0.5, [0.0, 1.0],
+                                                         g0=on(g0), K_test=on(K_test), g0_test=on(g0t)),
+        "gradient_flow-events-hinge": lambda on: D.gradient_flow(on(K), on(y), "hinge", 0.5, [0.0, 1.0, 3.0],
+                                                                 g0=on(g0), K_test=on(K_test), g0_test=on(g0t)),
+        "gradient_flow-events-eps": lambda on: D.gradient_flow(on(K), on(yr), eps_loss, 0.5, [1.0], K_test=on(K_test)),
+        "gradient_flow-dopri5": lambda on: D.gradient_flow(on(K), on(y), "logistic", 0.5, [0.0, 1.0],
+                                                           K_test=on(K_test), alpha0=on(g0)),
+        "subgradient_descent": lambda on: D.subgradient_descent(on(K), on(y), "hinge", 0.5, 0.1, 4, K_test=on(K_test),
+                                                                g0=on(g0), g0_test=on(g0t), record_subgradients=True),
+        "subgradient_descent-minibatch": sgd,
+        "discrete_closed_form": lambda on: D.discrete_closed_form(
+            on(K), D.subgradient_descent(on(K), on(y), "hinge", 0.5, 0.1, 4, record_subgradients=True).subgradients,
+            0.5, 0.1, K_test=on(K_test)),
+        "discrete_closed_form-masks": lambda on: D.discrete_closed_form(
+            on(K), sgd(on).subgradients, 0.5, 0.1, batch_masks=sgd(on).batch_masks, alpha0=on(g0)),
+        "continuous_closed_form": lambda on: D.continuous_closed_form(
+            on(K), flow(on).segment_times, flow(on).segment_derivatives, 0.5, 2.0, K_test=on(K_test)),
+        "svm_limit_printed": lambda on: D.svm_limit_printed(on(K_test), on(y), on(g0), 2.0),
+    }
+
+
+@pytest.mark.parametrize("case", sorted(_dynamics_cases()))
+def test_public_functions_return_arrays_on_the_inputs_device(case):
+    """Inputs on array_api_strict's device1 (a stand-in for a GPU, which refuses implicit NumPy
+    conversion): every array returned is a strict array on device1 (the event-driven flow's host step
+    copies its trajectory back)."""
+    import array_api_compat
+
+    strict, dev = _device1()
+    result = _dynamics_cases()[case](lambda v: strict.asarray(v, device=dev))
+    arrays = _arrays_in(result)
+    assert arrays
+    for arr in arrays:
+        assert array_api_compat.array_namespace(arr) is strict, type(arr)
+        assert array_api_compat.device(arr) == dev, array_api_compat.device(arr)
+
+
+@pytest.mark.parametrize("name", ["hinge", "epsilon_insensitive"])
+def test_event_flow_host_step_is_the_numpy_computation(name):
+    """The event-driven flow runs on the host for non-NumPy namespaces: the trajectory on device1 equals
+    the NumPy one bit for bit."""
+    from ntkref._backend import to_numpy
+
+    strict, dev = _device1()
+    K, K_test, y = rbf_problem(n=12, seed=9, regression=name != "hinge")
+    loss = losses.get(name, epsilon=0.1) if name != "hinge" else name
+    ts = [0.0, 0.7, 3.0]
+    ref = D.gradient_flow(K, y, loss, 0.4, ts, K_test=K_test)
+    on = lambda v: strict.asarray(v, device=dev)  # noqa: E731
+    got = D.gradient_flow(on(K), on(y), loss, 0.4, ts, K_test=on(K_test))
+    for f in ("times", "g_train", "g_test", "alpha", "g0_weight", "segment_times", "segment_derivatives"):
+        np.testing.assert_array_equal(to_numpy(getattr(got, f)), getattr(ref, f), err_msg=f)
+    assert got.event_times == ref.event_times and got.n_events == ref.n_events

@@ -212,3 +212,29 @@ def test_nan_inputs_are_rejected(xp, asxp):
     loss = losses.get("squared")
     with pytest.raises(InvalidParameterError, match="NaN"):
         loss.value(asxp(np.array([np.nan])), asxp(np.array([1.0])))
+
+
+# ------------------------------------------------------------------ device placement
+
+
+@pytest.mark.parametrize("method", ["value", "derivative", "check_targets"])
+@pytest.mark.parametrize("name", CLASSIFICATION + REGRESSION)
+def test_loss_methods_return_arrays_on_the_inputs_device(name, method):
+    """Inputs on array_api_strict's device1 (a stand-in for a GPU, which refuses implicit NumPy
+    conversion): every array returned is a strict array on device1, also when y (or z) is a Python
+    scalar (created on the array's device, not the default one)."""
+    import array_api_compat
+
+    strict = pytest.importorskip("array_api_strict")
+    dev = strict.Device("device1")
+    loss = _loss(name)  # losses.get: the module's other public function
+    z = strict.asarray(np.array([0.5, -1.5, 2.0]), device=dev)
+    y = strict.asarray(np.array([1.0, -1.0, 1.0]), device=dev)
+    if method == "check_targets":
+        results = [loss.check_targets(y)]
+    else:
+        f = getattr(loss, method)
+        results = [f(z, y), f(z, 1.0), f(z[0], y)]
+    for arr in results:
+        assert array_api_compat.array_namespace(arr) is strict, type(arr)
+        assert array_api_compat.device(arr) == dev, array_api_compat.device(arr)

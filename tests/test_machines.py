@@ -464,3 +464,77 @@ def test_psd_threshold(xp, asxp):
     w[0] = 0.0
     K0 = (V * w) @ V.T
     machines.fit(asxp((K0 + K0.T) / 2), asxp(np.ones(20)), "squared", 1.0)
+
+
+# ------------------------------------------------------------------ device placement
+
+
+def _device1():
+    strict = pytest.importorskip("array_api_strict")
+    return strict, strict.Device("device1")
+
+
+def _arrays_in(result):
+    """Every array in a result: dataclasses, tuples and lists are walked; numbers and strings skipped."""
+    import dataclasses
+
+    if result is None or isinstance(result, (bool, int, float, str, losses.Loss)):
+        return []
+    if dataclasses.is_dataclass(result):
+        return [a for f in dataclasses.fields(result) for a in _arrays_in(getattr(result, f.name))]
+    if isinstance(result, (tuple, list)):
+        return [a for r in result for a in _arrays_in(r)]
+    return [result]
+
+
+def _device_cases():
+    X, y = _problem("hinge", 8, 3, 5)
+    Xr, yr = _problem("squared", 8, 3, 6)
+    K, Kr = X @ X.T, Xr @ Xr.T
+    a = np.linspace(-0.3, 0.4, 8)
+    return {
+        "fit": lambda on: machines.fit(on(K), on(y), "hinge", 0.5),
+        "solve-hinge": lambda on: machines.solve(on(K), on(y), "hinge", 0.5),
+        "solve-squared_hinge": lambda on: machines.solve(on(K), on(y), "squared_hinge", 0.5),
+        "solve-epsilon_insensitive": lambda on: machines.solve(on(Kr), on(yr), _loss("epsilon_insensitive"), 0.5),
+        "solve-logistic": lambda on: machines.solve(on(K), on(y), "logistic", 0.5),
+        "solve-squared": lambda on: machines.solve(on(Kr), on(yr), "squared", 0.5, reduction="mean"),
+        "hard_margin_svm": lambda on: machines.hard_margin_svm(on(K + 4 * np.eye(8)), on(y)),
+        "predict": lambda on: machines.predict(on(a), on(K[:3])),
+        "KernelMachine.predict": lambda on: machines.solve(on(K), on(y), "hinge", 0.5).predict(on(K[:3])),
+        "rkhs_norm": lambda on: machines.rkhs_norm(on(a), on(K)),
+        "objective": lambda on: machines.objective(on(a), on(K), on(y), "hinge", 0.5),
+        "dual_objective": lambda on: machines.dual_objective(on(a * y), on(K), on(y), "hinge", 5.0),
+        "duality_gap": lambda on: machines.duality_gap(on(a), on(K), on(y), "logistic", 0.5),
+    }
+
+
+@pytest.mark.parametrize("case", sorted(_device_cases()))
+def test_public_functions_return_arrays_on_the_inputs_device(case):
+    """Inputs on array_api_strict's device1 (a stand-in for a GPU, which refuses implicit NumPy
+    conversion): every array returned is a strict array on device1 (the active-set solvers' host
+    step copies its results back)."""
+    import array_api_compat
+
+    strict, dev = _device1()
+    result = _device_cases()[case](lambda v: strict.asarray(v, device=dev))
+    for arr in _arrays_in(result):
+        assert array_api_compat.array_namespace(arr) is strict, type(arr)
+        assert array_api_compat.device(arr) == dev, array_api_compat.device(arr)
+
+
+@pytest.mark.parametrize("name", ("hinge", "squared_hinge", "epsilon_insensitive"))
+def test_host_step_is_the_numpy_solve(name):
+    """The active-set solvers run on the host for non-NumPy namespaces: the result on device1 equals
+    the NumPy solve bit for bit (same validated K and y, same host code)."""
+    strict, dev = _device1()
+    X, y = _problem(name, 12, 4, 8)
+    K = X @ X.T
+    ref = machines.solve(K, y, _loss(name), 0.3)
+    got = machines.solve(strict.asarray(K, device=dev), strict.asarray(y, device=dev), _loss(name), 0.3)
+    from ntkref._backend import to_numpy
+
+    np.testing.assert_array_equal(to_numpy(got.alpha_), ref.alpha_)
+    np.testing.assert_array_equal(to_numpy(got.train_output_), ref.train_output_)
+    assert (got.primal_objective, got.dual_objective, got.n_iter, got.rkhs_norm_) == (
+        ref.primal_objective, ref.dual_objective, ref.n_iter, ref.rkhs_norm_)
