@@ -28,8 +28,14 @@ Commands (``ntkref COMMAND --help`` documents each):
 Exit status: 0 success (``compare``: agreement), 1 ``compare`` found a
 disagreement, 2 usage or input error (argparse's convention; nothing written).
 
-The array backend is ``--backend`` or ``NTKREF_BACKEND`` (NumPy by default);
-inputs are loaded with NumPy, moved to the backend, and results copied back.
+Where the work runs: inputs are read with NumPy, moved explicitly to the namespace
+``NTKREF_BACKEND`` names on the device ``NTKREF_DEVICE`` names (``--backend``
+overrides the namespace; NumPy by default), the computation runs there, and
+the results are copied back to the host (``ntkref._backend.to_numpy``) only to
+be written or printed.  So ``NTKREF_BACKEND=cupy ntkref kernel ...`` computes
+on the GPU.  ``--json`` prints a machine-readable summary, and it, the one-line
+messages and ``compare --report`` name the backend and device that ran
+(``ntkref._backend.description()``, e.g. "cupy on <CUDA Device 0> (NVIDIA H200)").
 """
 from __future__ import annotations
 
@@ -42,7 +48,8 @@ import tempfile
 
 import numpy as np  # host-side file I/O and error reports (the computations run on the chosen backend)
 
-from ._backend import BACKENDS, ENV_VAR, BackendError, default_namespace, to_numpy
+from . import _backend
+from ._backend import BACKENDS, ENV_VAR, BackendError, backend_name, default_device, default_namespace, device_of, to_numpy
 from ._validation import InvalidParameterError
 
 __all__ = ["main", "build_parser", "kernel_error", "CLIError"]
@@ -205,25 +212,45 @@ def _times(text):
         raise argparse.ArgumentTypeError(f"expected comma-separated times or a .npy file, got {text!r}") from None
 
 
-def _namespace(backend):
-    if backend is None:
-        return default_namespace()
-    from ._backend import _MODULES
+class _Target:
+    """Where a command computes: a namespace and a device.
 
-    try:
-        return importlib.import_module(_MODULES[backend])
-    except ImportError as exc:
-        raise BackendError(f"--backend {backend!r} cannot be imported ({exc}); choose another of "
-                           f"{', '.join(BACKENDS)}.") from None
+    Without ``--backend`` (or with the one ``NTKREF_BACKEND`` names) the default namespace on the device of
+    ``NTKREF_DEVICE`` (:func:`ntkref._backend.asarray`); another ``--backend`` uses that library's default device.
+    """
+
+    def __init__(self, backend):
+        if backend is None or backend == backend_name():
+            self.xp, self.device, self.default = default_namespace(), default_device(), True
+            return
+        from ._backend import _MODULES
+
+        try:
+            self.xp = importlib.import_module(_MODULES[backend])
+        except ImportError as exc:
+            raise BackendError(f"--backend {backend!r} cannot be imported ({exc}); choose another of "
+                               f"{', '.join(BACKENDS)}.") from None
+        self.name, self.device, self.default = backend, None, False
+
+    def put(self, arr, dtype=None):
+        """A host (NumPy) array cast on the host (``dtype``, or float64 for integers), then copied to the target."""
+        arr = np.asarray(arr)
+        if dtype is not None:
+            arr = arr.astype(dtype)
+        elif arr.dtype.kind in "biu":
+            arr = arr.astype(np.float64)
+        if self.default:
+            return _backend.asarray(arr)
+        return self.xp.asarray(arr)
+
+    def description(self):
+        """"<backend> on <device>" (``ntkref._backend.description()`` for the default target)."""
+        if self.default:
+            return _backend.description()
+        return f"{self.name} on {device_of(self.xp.zeros(0))}"
 
 
-def _to_xp(xp, arr, dtype=None):
-    arr = np.asarray(arr)
-    if dtype is not None:
-        arr = arr.astype(dtype)
-    elif arr.dtype.kind in "biu":
-        arr = arr.astype(np.float64)
-    return xp.asarray(arr)
+
 
 
 def _module(name, command):
@@ -255,7 +282,7 @@ def _kernel_call(family, a1, a2, wanted, dtype, params):
 
 
 def _compute_kernel(args, wanted):
-    xp = _namespace(args.backend)
+    tg = _Target(args.backend)
     x1 = load_array(args.x1, "--x1")
     x2 = None if args.x2 is None else load_array(args.x2, "--x2")
     ndim, layout = (4, "(n, C, H, W), channels first") if args.family == "cntk" else (2, "(n, d), one sample a row")
@@ -265,12 +292,12 @@ def _compute_kernel(args, wanted):
     if x2 is not None and x2.shape[1:] != x1.shape[1:]:
         raise CLIError(f"--x1 and --x2 must have the same sample shape ({'C, H, W' if ndim == 4 else 'columns'}); "
                        f"got shapes {x1.shape} and {x2.shape}.")
-    a1 = _to_xp(xp, x1, args.dtype)
-    a2 = None if x2 is None else _to_xp(xp, x2, args.dtype)
+    a1 = tg.put(x1, args.dtype)
+    a2 = None if x2 is None else tg.put(x2, args.dtype)
     params = _kernel_params(args)
     res = _kernel_call(args.family, a1, a2, wanted, args.dtype, params)
-    out = {g: np.asarray(to_numpy(getattr(res, g))) for g in wanted}
-    return out, a1, a2, params, xp
+    out = {g: np.asarray(to_numpy(getattr(res, g))) for g in wanted}  # host copies, for the file
+    return out, a1, a2, params, tg
 
 
 def _get_list(get):
@@ -287,7 +314,7 @@ def _loss(args, command):
     return losses.get(args.loss, **opts)
 
 
-def _load_machine_inputs(args, command, xp):
+def _load_machine_inputs(args, command, tg):
     if args.K is None or args.y is None:
         raise CLIError(f"'{command}' needs --K (Gram matrix, shape (n, n)) and --y (targets, shape (n,)).")
     K = load_array(args.K, "--K")
@@ -298,36 +325,39 @@ def _load_machine_inputs(args, command, xp):
         raise CLIError(f"--y: expected shape ({K.shape[0]},) to match --K; got {y.shape}.")
     if args.lam is None or args.loss is None:
         raise CLIError(f"'{command}' needs --loss and --lam.")
-    return K, y, _to_xp(xp, K, args.dtype), _to_xp(xp, y, args.dtype)
+    return K, y, tg.put(K, args.dtype), tg.put(y, args.dtype)
 
 
 def _compute_fit(args, command="fit"):
     machines = _module("machines", command)
-    xp = _namespace(args.backend)
-    K, y, Kx, yx = _load_machine_inputs(args, command, xp)
+    tg = _Target(args.backend)
+    K, y, Kx, yx = _load_machine_inputs(args, command, tg)
     loss = _loss(args, command)
     sol = machines.solve(Kx, yx, loss, args.lam, reduction=args.reduction)
-    alpha = np.asarray(to_numpy(sol.alpha_))
-    return {"alpha": alpha, "g_train": K.astype(np.float64) @ alpha}, (K, y, loss, sol, machines, xp)
+    # g = Kα on the target, in float64 from the file's K (as the coefficients' reference outputs)
+    K64 = Kx if Kx.dtype == tg.xp.float64 else tg.put(K, np.float64)
+    g = K64 @ (sol.alpha_ if sol.alpha_.dtype == tg.xp.float64 else tg.xp.astype(sol.alpha_, tg.xp.float64))
+    out = {"alpha": np.asarray(to_numpy(sol.alpha_)), "g_train": np.asarray(to_numpy(g))}
+    return out, (K, y, loss, sol, machines, tg, K64)
 
 
 def _compute_dynamics(args, command="dynamics"):
     dynamics = _module("dynamics", command)
-    xp = _namespace(args.backend)
-    K, y, Kx, yx = _load_machine_inputs(args, command, xp)
+    tg = _Target(args.backend)
+    K, y, Kx, yx = _load_machine_inputs(args, command, tg)
     loss = _loss(args, command)
     K_test = None
     if args.K_test is not None:
         K_test = load_array(args.K_test, "--K-test")
         if K_test.ndim != 2 or K_test.shape[1] != K.shape[0]:
             raise CLIError(f"--K-test: expected shape (m, {K.shape[0]}); got {K_test.shape}.")
-        K_test = _to_xp(xp, K_test, args.dtype)
+        K_test = tg.put(K_test, args.dtype)
     g0 = None
     if args.g0 is not None:
         g0 = load_array(args.g0, "--g0")
         if g0.shape != (K.shape[0],):
             raise CLIError(f"--g0: expected shape ({K.shape[0]},); got {g0.shape}.")
-        g0 = _to_xp(xp, g0, args.dtype)
+        g0 = tg.put(g0, args.dtype)
     if args.mode == "flow":
         if args.times is None:
             raise CLIError("'dynamics --mode flow' needs --times (comma-separated or a .npy file).")
@@ -349,7 +379,7 @@ def _compute_dynamics(args, command="dynamics"):
 
 def _compute_certify(args, command="certify"):
     certify = _module("certify", command)
-    xp = _namespace(args.backend)
+    tg = _Target(args.backend)
     if args.alpha is None or args.x_train is None or args.x_test is None:
         raise CLIError(f"'{command}' needs --alpha, --x-train and --x-test.")
     alpha = load_array(args.alpha, "--alpha")
@@ -365,9 +395,9 @@ def _compute_certify(args, command="certify"):
         y = load_array(args.y, "--y")
         if y.shape != (x_test.shape[0],):
             raise CLIError(f"--y: expected shape ({x_test.shape[0]},) (one label per test row); got {y.shape}.")
-        y = _to_xp(xp, y, args.dtype)
-    radii, info = certify.certified_radius(_to_xp(xp, alpha, args.dtype), _to_xp(xp, x_train, args.dtype),
-                                           _to_xp(xp, x_test, args.dtype), method=args.method, norm=args.norm,
+        y = tg.put(y, args.dtype)
+    radii, info = certify.certified_radius(tg.put(alpha, args.dtype), tg.put(x_train, args.dtype),
+                                           tg.put(x_test, args.dtype), method=args.method, norm=args.norm,
                                            y=y, tol=args.tol, return_info=True)
     return {"radii": np.asarray(to_numpy(radii)), "g": np.asarray(to_numpy(info["g"]))}
 
@@ -375,38 +405,47 @@ def _compute_certify(args, command="certify"):
 # ---------------------------------------------------------------------------------------------
 # commands
 # ---------------------------------------------------------------------------------------------
+def _wrote(args, command, out, main_key):
+    """The message of a command that wrote ``out`` (one line, or with ``--json`` a JSON object) on stdout."""
+    written = [main_key] if args.out.endswith(".npy") else [k for k, v in out.items() if v is not None]
+    backend = _Target(args.backend).description()
+    if args.json:
+        print(json.dumps({"command": command, "out": args.out, "backend": backend,
+                          "arrays": {k: {"shape": list(out[k].shape), "dtype": str(out[k].dtype)} for k in written}},
+                         indent=1))
+    else:
+        print(f"ntkref {command}: wrote {', '.join(written)} of shape {out[main_key].shape} to {args.out} "
+              f"(computed on {backend})")
+    return EXIT_OK
+
+
 def _cmd_kernel(args):
     wanted = _get_list(args.get)
     _check_out(args.out, len(wanted) == 1, "--get both")
     out, *_ = _compute_kernel(args, wanted)
     write_atomic(args.out, out, wanted[0])
-    shape = out[wanted[0]].shape
-    print(f"ntkref kernel: wrote {', '.join(wanted)} of shape {shape} to {args.out}")
-    return EXIT_OK
+    return _wrote(args, "kernel", out, wanted[0])
 
 
 def _cmd_fit(args):
     _check_out(args.out, True, "")
     out, _ = _compute_fit(args)
     write_atomic(args.out, out, "alpha")
-    print(f"ntkref fit: wrote alpha of shape {out['alpha'].shape} to {args.out}")
-    return EXIT_OK
+    return _wrote(args, "fit", out, "alpha")
 
 
 def _cmd_dynamics(args):
     _check_out(args.out, True, "")
     out = _compute_dynamics(args)
     write_atomic(args.out, out, "g_train")
-    print(f"ntkref dynamics: wrote g_train of shape {out['g_train'].shape} to {args.out}")
-    return EXIT_OK
+    return _wrote(args, "dynamics", out, "g_train")
 
 
 def _cmd_certify(args):
     _check_out(args.out, True, "")
     out = _compute_certify(args)
     write_atomic(args.out, out, "radii")
-    print(f"ntkref certify: wrote radii of shape {out['radii'].shape} to {args.out}")
-    return EXIT_OK
+    return _wrote(args, "certify", out, "radii")
 
 
 def _fmt_loc(loc):
@@ -419,7 +458,7 @@ def _compare_kernel(args, candidate):
     get = args.get if args.get != "both" else None
     if get is None:
         raise CLIError("compare --kind kernel needs --get ntk or --get nngp (one array at a time).")
-    out, a1, a2, params, xp = _compute_kernel(args, [get])
+    out, a1, a2, params, tg = _compute_kernel(args, [get])
     R = out[get]
     if candidate.shape != R.shape:
         raise CLIError(f"--candidate: shape {candidate.shape} does not match the kernel's shape {R.shape} "
@@ -443,7 +482,7 @@ def _compare_kernel(args, candidate):
     with np.errstate(all="ignore"):
         absdiff = np.abs(C - R)
         bad = ~np.isfinite(C) | (absdiff > np.where(scale > 0, tol * scale, 0.0) + args.atol)
-    accuracy = KERNEL_ACCURACY[args.dtype or ("float32" if a1.dtype == xp.float32 else "float64")]
+    accuracy = KERNEL_ACCURACY[args.dtype or ("float32" if a1.dtype == tg.xp.float32 else "float64")]
     what = ", ".join(f"{k}={v!r}" for k, v in params.items())
     lines = [f"ntkref compare --kind kernel: {get} of {args.family}({what}), shape {R.shape}"]
     lines += _error_lines(C, R, absdiff, err, "normalised error |K - K_ref| / sqrt(K_ref(x,x) K_ref(x',x'))")
@@ -506,16 +545,16 @@ def _cmd_compare(args):
             raise CLIError("compare --kind kernel needs --x1 (and optionally --x2).")
         lines, bad, ratio = _compare_kernel(args, candidate)
     elif args.kind == "fit":
-        out, (K, y, loss, sol, machines, xp) = _compute_fit(args, "compare")
+        out, (K, y, loss, sol, machines, tg, K64) = _compute_fit(args, "compare")
         if candidate.shape != out["alpha"].shape:
             raise CLIError(f"--candidate: expected coefficients alpha of shape {out['alpha'].shape}; got "
                            f"{candidate.shape}.")
-        g_c = K.astype(np.float64) @ candidate.astype(np.float64)
+        g_c = np.asarray(to_numpy(K64 @ tg.put(candidate, np.float64)))
         lines, bad, ratio = _compare_scaled(g_c, out["g_train"], args, "g = K alpha", 1e-8,
                                             "compared on the training outputs g = K alpha (alpha is not unique "
                                             "when K is singular)")
-        p_c = float(machines.objective(_to_xp(xp, candidate, args.dtype), _to_xp(xp, K, args.dtype),
-                                       _to_xp(xp, y, args.dtype), loss, args.lam, reduction=args.reduction))
+        p_c = float(machines.objective(tg.put(candidate, args.dtype), tg.put(K, args.dtype),
+                                       tg.put(y, args.dtype), loss, args.lam, reduction=args.reduction))
         lines.append(f"  objective eq. (7): candidate {p_c!r}, reference {sol.primal_objective!r} "
                      f"(reference duality gap {sol.duality_gap:.3e})")
         lines.insert(0, f"ntkref compare --kind fit: loss {loss.name!r}, lam {args.lam!r}, reduction {args.reduction!r}")
@@ -535,10 +574,14 @@ def _cmd_compare(args):
         r = np.where(bad, np.where(np.isnan(ratio), np.inf, ratio), -1.0)
         loc = np.unravel_index(int(np.argmax(r)), r.shape)
         lines.append(f"  {int(np.sum(bad))} of {bad.size} entries outside the tolerance; worst at {_fmt_loc(loc)}")
+    backend = _Target(args.backend).description()
+    lines.append(f"  reference computed on {backend}")
     lines.append("RESULT: " + ("AGREE (within tolerance)" if agree else "DISAGREE (outside tolerance)"))
-    print("\n".join(lines))
+    summary = json.dumps({"command": "compare", "kind": args.kind, "agree": agree, "backend": backend,
+                          "report": lines}, indent=1)
+    print(summary if args.json else "\n".join(lines))
     if args.report is not None:
-        text = json.dumps({"kind": args.kind, "agree": agree, "report": lines}, indent=1)
+        text = summary
         folder = os.path.dirname(os.path.abspath(args.report))
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".ntkref-", suffix=".tmp")
         with os.fdopen(fd, "w") as f:
@@ -557,7 +600,11 @@ class _Parser(argparse.ArgumentParser):
 
 def _common(p):
     p.add_argument("--backend", choices=BACKENDS, default=None,
-                   help=f"array backend for the computation (default: ${ENV_VAR} or numpy)")
+                   help=f"array backend for the computation (default: ${ENV_VAR} or numpy, on the device "
+                        f"${_backend.DEVICE_VAR} names)")
+    p.add_argument("--json", action="store_true",
+                   help="print a JSON summary on stdout (outputs and their shapes, or compare's verdict and report; "
+                        "the backend and device that ran) instead of text")
     p.add_argument("--dtype", choices=("float64", "float32"), default=None,
                    help="compute in this dtype (default: the inputs' floating dtype, float64 for integers)")
 

@@ -73,7 +73,8 @@ except ImportError as exc:  # pragma: no cover - exercised only without the test
         "ntkref.testing needs the 'hypothesis' package: pip install hypothesis (or ntkref[test])."
     ) from exc
 
-from ._backend import BackendError, default_namespace, to_numpy
+from . import _backend
+from ._backend import BackendError, backend_name, default_namespace, to_numpy
 from ._validation import InvalidParameterError, check_int, check_option, check_real
 from .cli import kernel_error  # the normalised error measure, shared with `ntkref compare`
 
@@ -562,8 +563,8 @@ def machine_problems(n=(2, 8), d=(1, 4), *, kind="binary", ill_conditioned=False
                           min_angle=1e-3))
             from .kernels import fc
 
-            xp = default_namespace()
-            K = to_numpy(fc(xp.asarray(x), depth=1, get="ntk").ntk)
+            # on the default namespace and device (NTKREF_BACKEND/NTKREF_DEVICE), copied back to the host
+            K = to_numpy(fc(_backend.asarray(x), depth=1, get="ntk").ntk)
             K = np.array(K, dtype=np.float64)
         y = draw(labels(K.shape[0], kind=kind))
         return K, y
@@ -645,13 +646,26 @@ def _namespace_named(backend):
         raise BackendError(f"backend={backend!r} cannot be imported: {exc}") from exc
 
 
+def _mover(backend):
+    """Host (NumPy) → the namespace of the reference computation, explicitly.
+
+    ``backend=None`` (or the one ``NTKREF_BACKEND`` names): the default namespace on the device ``NTKREF_DEVICE``
+    names (:func:`ntkref._backend.asarray`); another backend: that library's default device.  The oracle's inputs and
+    reports stay NumPy; only the reference computation runs there, and its results come back with ``to_numpy``.
+    """
+    xp = _namespace_named(backend)
+    if backend is None or backend == backend_name():
+        return lambda a: _backend.asarray(np.asarray(a))
+    return lambda a: xp.asarray(np.asarray(a))
+
+
 def _fc_reference(which, params, backend):
     from .kernels import fc, fc_diagonal
 
     def reference(x1, x2):
-        xp = _namespace_named(backend)
-        a1 = xp.asarray(np.asarray(x1, dtype=np.float64))
-        a2 = None if x2 is None else xp.asarray(np.asarray(x2, dtype=np.float64))
+        put = _mover(backend)
+        a1 = put(np.asarray(x1, dtype=np.float64))
+        a2 = None if x2 is None else put(np.asarray(x2, dtype=np.float64))
         K = getattr(fc(a1, a2, get=which, **params), which)
         d1 = getattr(fc_diagonal(a1, **params), which)
         d2 = d1 if a2 is None else getattr(fc_diagonal(a2, **params), which)
@@ -924,8 +938,8 @@ def check_fit(
     def test(problem):
         K, y = (np.asarray(a, dtype=np.float64) for a in problem)
         count[0] += 1
-        xp = _namespace_named(backend)
-        Kx, yx = xp.asarray(K), xp.asarray(y)
+        put = _mover(backend)
+        Kx, yx = put(K), put(y)
         alpha_ref = machines.fit(Kx, yx, loss_obj, lam, reduction=reduction)
         p_ref = float(machines.objective(alpha_ref, Kx, yx, loss_obj, lam, reduction=reduction))
         inputs = {"K": K, "y": y, "lam": lam}
@@ -937,7 +951,7 @@ def check_fit(
         if alpha.shape != (K.shape[0],) or not np.all(np.isfinite(alpha)):
             raise _Found(Mismatch(inputs, (), math.nan, p_ref, math.inf, objective_tol, "shape",
                                   f"candidate returned shape {alpha.shape} or non-finite values: {alpha!r}"))
-        p_c = float(machines.objective(xp.asarray(alpha), Kx, yx, loss_obj, lam, reduction=reduction))
+        p_c = float(machines.objective(put(alpha), Kx, yx, loss_obj, lam, reduction=reduction))
         err = (p_c - p_ref) / max(1.0, abs(p_ref))
         g_err = _scaled_gap(K @ alpha, K @ np.asarray(to_numpy(alpha_ref)))
         seen["objective"] = max(seen.get("objective", 0.0), err)
@@ -1024,10 +1038,10 @@ def check_dynamics(
     def test(problem):
         K, y = (np.asarray(a, dtype=np.float64) for a in problem)
         count[0] += 1
-        xp = _namespace_named(backend)
-        Kx, yx = xp.asarray(K), xp.asarray(y)
+        put = _mover(backend)
+        Kx, yx = put(K), put(y)
         if kind == "flow":
-            traj = dynamics.gradient_flow(Kx, yx, loss_obj, lam, xp.asarray(times_np), reduction=reduction)
+            traj = dynamics.gradient_flow(Kx, yx, loss_obj, lam, put(times_np), reduction=reduction)
             call = lambda: candidate(K, y, lam, times_np.copy())  # noqa: E731
         else:
             traj = dynamics.subgradient_descent(Kx, yx, loss_obj, lam, lr, steps, reduction=reduction)
@@ -1059,11 +1073,14 @@ def check_dynamics(
 
 
 def _ntk_outputs(alpha, x_train, points):
+    """g(points) = Θ(points, x_train) α of the two-layer NTK machine, computed on the default namespace and device
+    (NTKREF_BACKEND/NTKREF_DEVICE) from host inputs; returned on the host."""
     from .kernels import two_layer_relu_ntk
 
-    xp = default_namespace()
-    K = to_numpy(two_layer_relu_ntk(xp.asarray(points), xp.asarray(x_train)))
-    return np.asarray(K, dtype=np.float64) @ alpha
+    put = _mover(None)
+    g = two_layer_relu_ntk(put(np.asarray(points, dtype=np.float64)), put(np.asarray(x_train, dtype=np.float64))) @ put(
+        np.asarray(alpha, dtype=np.float64))
+    return np.asarray(to_numpy(g), dtype=np.float64)
 
 
 def _attack_points(x0, radius, x_train, alpha, rng, n_random):
@@ -1151,9 +1168,9 @@ def check_certificate(
                                   f"radii must be finite, ≥ 0, of shape {(x_test.shape[0],)}; got {radii!r}"))
         g0 = _ntk_outputs(alpha, x_train, x_test)
         if compare_reference:
-            xp = default_namespace()
-            r_ref = np.asarray(to_numpy(certify.certified_radius(xp.asarray(alpha), xp.asarray(x_train),
-                                                                 xp.asarray(x_test))), dtype=np.float64)
+            put = _mover(None)
+            r_ref = np.asarray(to_numpy(certify.certified_radius(put(alpha), put(x_train), put(x_test))),
+                               dtype=np.float64)
             with np.errstate(all="ignore"):
                 ratio = np.where(r_ref > 0, radii / np.where(r_ref > 0, r_ref, 1.0), np.where(radii > 0, np.inf, 1.0))
             seen["ratio_to_ntkref"] = max(seen.get("ratio_to_ntkref", 0.0), float(np.max(ratio)))

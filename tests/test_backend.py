@@ -1,4 +1,8 @@
-"""Backend selection (SPEC §5): env variable, errors naming the choices, inputs keep their namespace."""
+"""Backend selection: env variables, errors naming the choices, inputs keep their namespace."""
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -54,3 +58,33 @@ def test_mixed_libraries_rejected():
     strict = pytest.importorskip("array_api_strict")
     with pytest.raises(TypeError, match="different array libraries"):
         kernels.fc(np.eye(2), strict.asarray(np.eye(2)))
+
+
+def _import_ntkref(**env):
+    """``python -c "import ntkref"`` in a fresh interpreter with the given NTKREF_* settings."""
+    full = {k: v for k, v in os.environ.items() if k not in ("NTKREF_BACKEND", "NTKREF_DEVICE")}
+    full.update(env)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    full["PYTHONPATH"] = root + os.pathsep + full.get("PYTHONPATH", "")
+    return subprocess.run([sys.executable, "-c", "import ntkref"], capture_output=True, text=True, env=full,
+                          timeout=120)
+
+
+def test_misspelt_backend_fails_at_import_naming_the_variable():
+    r = _import_ntkref(NTKREF_BACKEND="cupyy")
+    assert r.returncode != 0
+    assert "BackendError" in r.stderr and "NTKREF_BACKEND='cupyy'" in r.stderr and "is not a known backend" in r.stderr
+    assert "numpy" in r.stderr and "array_api_strict" in r.stderr  # the choices
+    assert _import_ntkref(NTKREF_BACKEND="numpy").returncode == 0
+
+
+@pytest.mark.parametrize("backend,device", [("numpy", "device1"), ("numpy", "cuda:0"), ("array_api_strict", "device9")])
+def test_bad_device_fails_at_import_naming_the_variable(backend, device):
+    if backend == "array_api_strict":
+        pytest.importorskip("array_api_strict")
+    r = _import_ntkref(NTKREF_BACKEND=backend, NTKREF_DEVICE=device)
+    assert r.returncode != 0
+    assert "BackendError" in r.stderr and f"NTKREF_DEVICE={device!r}" in r.stderr, r.stderr
+    if backend == "array_api_strict":
+        assert "CPU_DEVICE, device1 or device2" in r.stderr
+        assert _import_ntkref(NTKREF_BACKEND=backend, NTKREF_DEVICE="device1").returncode == 0

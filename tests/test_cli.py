@@ -3,7 +3,8 @@
 Most tests call ``ntkref.cli.main([...])`` in-process; one runs ``python -m ntkref.cli`` in a
 subprocess (the installed ``ntkref`` entry point is ``ntkref.cli:main``).  Kernel values are
 checked against the independent 50-digit mpmath evaluation of tests/_mp_reference.py, not only
-against ntkref.  The computations run in the namespace of NTKREF_BACKEND (also ``--backend``).
+against ntkref.  The computations run in the namespace of NTKREF_BACKEND (also ``--backend``) on the device of
+NTKREF_DEVICE: the inputs read from files are moved there, and only the results come back to the host.
 """
 import math
 import os
@@ -100,6 +101,7 @@ def test_diagonal_tolerance_is_separate(data, capsys):
 
 
 def test_get_both_npz_cross_kernel_and_backends(data, capsys):
+    pytest.importorskip("array_api_strict")  # --backend array_api_strict below
     tmp, x1, x2 = data
     for backend in ("numpy", "array_api_strict"):
         out = tmp / f"k_{backend}.npz"
@@ -398,3 +400,96 @@ def test_cntk_family_round_trip_against_golden(tmp_path, capsys):
     code, out_ = run(["kernel", "--family", "cntk", "--x1", tmp_path / "img.npy", "--x2",
                       tmp_path / "c_gap.npz:ntk", "--out", tmp_path / "bad.npy"], capsys)
     assert code == 2 and "4-d array" in out_.err and not (tmp_path / "bad.npy").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# where the work runs: NTKREF_BACKEND / NTKREF_DEVICE move the inputs (issue 16)
+# ---------------------------------------------------------------------------------------------
+def _record_devices(monkeypatch, module, name, seen):
+    """Wrap ``module.name`` so that the namespaces/devices of its array arguments are recorded in ``seen``."""
+    import array_api_compat
+
+    real = getattr(module, name)
+
+    def wrapper(*args, **kwargs):
+        for a in list(args) + list(kwargs.values()):
+            if array_api_compat.is_array_api_obj(a):
+                seen.append((type(a).__module__.split(".")[0], array_api_compat.device(a)))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, wrapper)
+
+
+def _cli_commands(tmp):
+    x = tmp / "x.npy"
+    return {
+        "kernel": (("ntkref.kernels", "fc"), ["kernel", "--x1", x, "--depth", 2, "--get", "both", "--out", tmp / "k.npz"]),
+        "fit": (("ntkref.machines", "solve"), ["fit", "--K", tmp / "K.npy", "--y", tmp / "y.npy", "--loss", "hinge",
+                                                "--lam", 0.5, "--out", tmp / "a.npz"]),
+        "dynamics": (("ntkref.dynamics", "subgradient_descent"),
+                     ["dynamics", "--K", tmp / "K.npy", "--y", tmp / "y.npy", "--loss", "hinge", "--lam", 0.1,
+                      "--mode", "descent", "--lr", 0.1, "--steps", 3, "--out", tmp / "d.npz"]),
+        "certify": (("ntkref.certify", "certified_radius"),
+                    ["certify", "--alpha", tmp / "alpha.npy", "--x-train", x, "--x-test", tmp / "xt.npy",
+                     "--out", tmp / "r.npz"]),
+    }
+
+
+@pytest.mark.parametrize("command", ["kernel", "fit", "dynamics", "certify"])
+def test_commands_run_on_the_env_device_and_say_so(machine_data, capsys, monkeypatch, command):
+    """NTKREF_BACKEND=array_api_strict NTKREF_DEVICE=device1: the library function receives its inputs on device1
+    (the CPU stand-in for a GPU: nothing may convert them to NumPy), the files hold the same numbers as the NumPy run
+    (the strict namespace computes with NumPy underneath), and --json names the backend and device."""
+    import importlib
+    import json
+
+    strict = pytest.importorskip("array_api_strict")
+    tmp, K, y, x = machine_data
+    np.save(tmp / "alpha.npy", 0.5 * y)
+    np.save(tmp / "xt.npy", x[:4] + 0.05)
+    (mod_name, fn), args = _cli_commands(tmp)[command]
+    out_file = args[args.index("--out") + 1]
+    monkeypatch.delenv("NTKREF_DEVICE", raising=False)
+    monkeypatch.setenv("NTKREF_BACKEND", "numpy")
+    assert run(args, capsys)[0] == 0
+    with np.load(out_file) as z:
+        expected = {k: z[k] for k in z.files}
+    monkeypatch.setenv("NTKREF_BACKEND", "array_api_strict")
+    monkeypatch.setenv("NTKREF_DEVICE", "device1")
+    seen = []
+    _record_devices(monkeypatch, importlib.import_module(mod_name), fn, seen)
+    code, out = run(args + ["--json"], capsys)
+    assert code == 0, out.err
+    assert seen and all(s == ("array_api_strict", strict.Device("device1")) for s in seen), seen
+    summary = json.loads(out.out)
+    assert summary["command"] == command
+    assert summary["backend"] == "array_api_strict on array_api_strict.Device('device1')"
+    with np.load(out_file) as z:
+        assert sorted(z.files) == sorted(expected) == sorted(summary["arrays"])
+        for k in z.files:
+            assert isinstance(z[k], np.ndarray) and z[k].shape == tuple(summary["arrays"][k]["shape"])
+            np.testing.assert_array_equal(z[k], expected[k])
+
+
+def test_compare_report_and_json_name_the_backend(data, capsys, monkeypatch):
+    import json
+
+    from ntkref import _backend
+
+    tmp, *_ = data
+    assert run(["kernel", "--x1", tmp / "a.npy", "--out", tmp / "k.npy"], capsys)[0] == 0
+    code, out = run(["kernel", "--x1", tmp / "a.npy", "--out", tmp / "k.npy"], capsys)
+    assert f"(computed on {_backend.description()})" in out.out
+    base = ["compare", "--kind", "kernel", "--candidate", tmp / "k.npy", "--x1", tmp / "a.npy"]
+    code, out = run(base + ["--report", tmp / "r.json"], capsys)
+    assert code == 0 and f"reference computed on {_backend.description()}" in out.out
+    report = json.loads((tmp / "r.json").read_text())
+    assert report["agree"] is True and report["backend"] == _backend.description()
+    code, out = run(base + ["--json"], capsys)
+    summary = json.loads(out.out)  # nothing but the JSON object on stdout
+    assert code == 0 and summary["agree"] is True and summary["backend"] == _backend.description()
+    strict = pytest.importorskip("array_api_strict")
+    monkeypatch.setenv("NTKREF_BACKEND", "array_api_strict")
+    monkeypatch.setenv("NTKREF_DEVICE", "device1")
+    code, out = run(base + ["--json"], capsys)
+    assert code == 0 and json.loads(out.out)["backend"] == f"array_api_strict on {strict.Device('device1')!r}"

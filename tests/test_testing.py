@@ -4,7 +4,8 @@ The candidates here are written independently of ntkref (NumPy textbook recursio
 evaluation, closed forms with SciPy); "wrong" candidates carry one deliberate, realistic bug each,
 and the checker must report a *minimal* example (one or two rows) whose reported values are
 reproducible by calling the candidate again.  The reference inside the checkers is computed in the
-namespace selected by NTKREF_BACKEND, so this file also runs under array_api_strict.
+namespace selected by NTKREF_BACKEND on the device NTKREF_DEVICE names (candidates and reports stay NumPy), so this
+file also runs under array_api_strict and on its device1.
 """
 import math
 
@@ -461,14 +462,11 @@ def test_check_dynamics_squared_flow_and_descent():
                                 lr=0.05, steps=10, max_examples=5, shrink=False, raise_on_failure=False).passed
 
 
-def test_check_certificate():
+def test_check_certificate(asxp, tonp):
     certify = pytest.importorskip("ntkref.certify")
-    from ntkref._backend import default_namespace, to_numpy
 
-    xp = default_namespace()
-
-    def reference(alpha, x_train, x_test):
-        return to_numpy(certify.certified_radius(xp.asarray(alpha), xp.asarray(x_train), xp.asarray(x_test)))
+    def reference(alpha, x_train, x_test):  # ntkref's certificate on the device under test, read back explicitly
+        return tonp(certify.certified_radius(asxp(alpha), asxp(x_train), asxp(x_test)))
 
     def overclaims(alpha, x_train, x_test):
         # 3‖x₀‖∞: the ball contains 0 (g(0) = 0) and typically training points of the other class
@@ -478,3 +476,85 @@ def test_check_certificate():
     with pytest.raises(T.OracleMismatch) as info:
         T.check_certificate(overclaims, max_examples=8, compare_reference=False, shrink=False)
     assert info.value.report.failure.entry in ("soundness", "radius")
+
+
+# ---------------------------------------------------------------------------------------------
+# where the oracle computes: the default namespace on NTKREF_DEVICE's device (issue 16)
+# ---------------------------------------------------------------------------------------------
+def _closed_form_krr(K, y, lam):
+    return np.linalg.solve(K + lam / 2 * np.eye(len(y)), y)
+
+
+def _closed_form_flow(K, y, lam, times):
+    from scipy.linalg import expm
+
+    n = len(y)
+    A = np.zeros((n + 1, n + 1))
+    A[:n, :n] = -lam * np.eye(n) - 2 * K
+    A[:n, n] = 2 * y
+    return np.array([K @ expm(A * t)[:n, n] for t in times])
+
+
+def _one_example(strategy):
+    drawn = []
+
+    @settings(max_examples=1, phases=[Phase.generate], database=None)
+    @given(strategy)
+    def draw(example):
+        drawn.append(example)
+
+    draw()
+    return drawn[0]
+
+
+_ORACLE_CALLS = {
+    # public entry point → (the library functions it computes its reference with, a call of it)
+    "check_kernel": ((("ntkref.kernels", "fc"), ("ntkref.kernels", "fc_diagonal")),
+                     lambda: T.check_kernel(mp_candidate(1), depth=1, max_examples=2, battery=False)),
+    "check_fit": ((("ntkref.machines", "fit"), ("ntkref.machines", "objective")),
+                  lambda: T.check_fit(_closed_form_krr, loss="squared", lam=0.3, max_examples=2)),
+    "check_dynamics": ((("ntkref.dynamics", "gradient_flow"),),
+                       lambda: T.check_dynamics(_closed_form_flow, loss="squared", lam=0.2, tol=1e-9, max_examples=2)),
+    "check_certificate": ((("ntkref.certify", "certified_radius"), ("ntkref.kernels", "two_layer_relu_ntk")),
+                          lambda: T.check_certificate(lambda a, xtr, xte: np.zeros(len(xte)), max_examples=2)),
+    "machine_problems": ((("ntkref.kernels", "fc"),),
+                         lambda: _one_example(T.machine_problems(n=(2, 3)))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_ORACLE_CALLS))
+def test_oracle_computes_on_the_env_device(name, monkeypatch):
+    """Under NTKREF_BACKEND=array_api_strict NTKREF_DEVICE=device1 (set here, so this runs in every CI mode) each
+    public entry point that computes with ntkref hands it arrays on device1 — the stand-in for a GPU, where any
+    implicit conversion to NumPy fails — and still returns NumPy to the user (reports, examples)."""
+    import importlib
+
+    import array_api_compat
+
+    strict = pytest.importorskip("array_api_strict")
+    monkeypatch.setenv("NTKREF_BACKEND", "array_api_strict")
+    monkeypatch.setenv("NTKREF_DEVICE", "device1")
+    targets, call = _ORACLE_CALLS[name]
+    seen = []
+    for mod_name, fn in targets:
+        module = importlib.import_module(mod_name)
+        real = getattr(module, fn)
+
+        def wrapper(*args, _real=real, _fn=fn, **kwargs):
+            arrays = [a for a in list(args) + list(kwargs.values()) if array_api_compat.is_array_api_obj(a)]
+            seen.append((_fn, [(type(a).__module__.split(".")[0], array_api_compat.device(a)) for a in arrays]))
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(module, fn, wrapper)
+        if mod_name == "ntkref.kernels":  # imported by name inside ntkref.kernels' users
+            monkeypatch.setattr(importlib.import_module("ntkref.kernels"), fn, wrapper, raising=False)
+    out = call()
+    assert seen, "the reference computation was not reached"
+    dev = strict.Device("device1")
+    for fn, arrays in seen:
+        assert arrays and all(a == ("array_api_strict", dev) for a in arrays), (fn, arrays)
+    if name == "machine_problems":
+        K, y = out
+        assert isinstance(K, np.ndarray) and isinstance(y, np.ndarray) and K.shape == (len(y), len(y))
+    else:
+        assert out.passed, str(out)

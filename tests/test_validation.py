@@ -1,8 +1,9 @@
 """The seed-000 reproduction pipeline (``python -m validation``): data, pieces, claims, report files.
 
-The reproductions run on NumPy on the host whatever ``NTKREF_BACKEND`` says (networks are initialised in
-``array_api_compat.numpy``), so these tests are the same under both CI backends.  Sizes are tiny; the real
-``--quick`` run (< 3 min) is the slow test at the end.
+The reproductions draw their data and initial weights on the host and run the heavy work on the backend of
+``NTKREF_BACKEND``/``NTKREF_DEVICE`` (``validation.common.on_backend``), reading results back with ``host``; so these
+tests run the pipeline on the backend under test (CI: NumPy, array_api_strict, array_api_strict on device1).  Sizes are
+tiny; the real ``--quick`` run (< 3 min) is the slow test at the end.
 """
 import gzip
 import json
@@ -17,7 +18,7 @@ from ntkref.data import N_DIGITS01, load_digits01
 
 from validation import __main__ as main_mod
 from validation import figureB2, table1, table2, table3
-from validation.common import HOST, Log, Settings
+from validation.common import HOST, Log, Settings, backend_description, host, on_backend
 from validation.data import EMBEDDED_N_TRAIN, load_task
 
 _QUICK = Settings.quick  # the real preset (tests below monkeypatch Settings.quick with tiny sizes)
@@ -112,12 +113,15 @@ def test_code_convention_ibp_radius_is_a_bisection_root_and_above_the_sound_one(
     p0 = net.init(0, xp=HOST)
     p = [(W + 0.3 * rng.standard_normal(W.shape), b) for W, b in p0]
     x = rng.uniform(0, 1, size=(10, 6))
-    f0 = np.asarray(net.apply(p0, x))
-    g = np.asarray(net.apply(p, x)) - f0
+    # the section's route: parameters and inputs on the backend, the bisection on the host
+    p0_d, p_d, x_d = on_backend(p0), on_backend(p), on_backend(x)
+    f0 = host(net.apply(p0_d, x_d))
+    g = host(net.apply(p_d, x_d)) - f0
     sign = np.sign(g)
-    r = table2._code_convention_radius(net, p, f0, x, sign, iters=40)
+    r = table2._code_convention_radius(net, p_d, f0, x_d, sign, iters=40)
+    assert isinstance(r, np.ndarray)
 
-    def margin(delta):
+    def margin(delta):  # an independent host evaluation (NumPy parameters and inputs)
         lo, hi = certify.ibp_bounds(net, p, x - delta[:, None], x + delta[:, None])
         return np.where(sign > 0, np.asarray(lo) - f0, -(np.asarray(hi) - f0))
 
@@ -126,7 +130,7 @@ def test_code_convention_ibp_radius_is_a_bisection_root_and_above_the_sound_one(
     assert np.all(margin(r)[pos] > 0)  # certified at r
     assert np.all(margin(r * 1.001)[pos & (r * 1.001 < 0.3)] <= 0)  # not at a slightly larger radius
     # bounding f₀ over the ball too (sound) can only shrink the certificate: f₀ᵁ ≥ f₀(x₀)
-    sound = np.asarray(certify.ibp_radius(net, p, x, params0=p0))
+    sound = host(certify.ibp_radius(net, p_d, x_d, params0=p0_d))
     assert np.all(sound <= r * (1 + 1e-3) + 1e-12)
 
 
@@ -157,6 +161,8 @@ def test_report_pipeline_writes_files_and_exit_code(tmp_path, monkeypatch):
     data = json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))
     assert data["settings"]["name"] == "quick" and all(c["holds"] for c in data["claims"])
     assert len(data["claims"]) == 6
+    # the report and results.json say which backend and device ran
+    assert data["backend"] == backend_description() and f"backend: **{backend_description()}**" in report
     for fn in ("table3.png", "figure1.png"):
         assert (tmp_path / fn).stat().st_size > 1000
 
@@ -207,6 +213,77 @@ def test_documented_difference_is_reported_but_does_not_fail_the_run(tmp_path, m
     assert "differs (documented)" in report
     data = json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))
     assert [c["known_difference"] for c in data["claims"]].count(True) == 1
+
+
+# --------------------------------------------------------------------------- where the work runs (issue 16)
+def _strict_device1(monkeypatch):
+    strict = pytest.importorskip("array_api_strict")
+    monkeypatch.setenv("NTKREF_BACKEND", "array_api_strict")
+    monkeypatch.setenv("NTKREF_DEVICE", "device1")
+    return strict.Device("device1")
+
+
+def test_on_backend_and_host_move_data_explicitly(monkeypatch):
+    import array_api_compat
+
+    dev = _strict_device1(monkeypatch)
+    W, b, x = np.arange(6.0).reshape(2, 3), np.ones(3), np.eye(2)
+    params = on_backend([(W, None), (W.T, b)])  # network parameters: a list of (W, b), b possibly None
+    assert isinstance(params, list) and params[0][1] is None
+    moved = [params[0][0], params[1][0], params[1][1], on_backend(x), on_backend(x, dtype=on_backend(x).dtype)]
+    for a in moved:
+        assert type(a).__module__.startswith("array_api_strict") and array_api_compat.device(a) == dev
+    with pytest.raises((TypeError, ValueError, RuntimeError)):
+        np.asarray(moved[0])  # device1 refuses the implicit conversion: only host() may bring it back
+    back = host([params[1], 2.5, None])
+    assert isinstance(back, list) and back[1] == 2.5 and back[2] is None
+    np.testing.assert_array_equal(back[0][0], W.T)
+    np.testing.assert_array_equal(back[0][1], b)
+    assert isinstance(back[0][0], np.ndarray) and host(x) is x  # NumPy stays as it is
+    assert backend_description() == "array_api_strict on array_api_strict.Device('device1')"
+    monkeypatch.delenv("NTKREF_BACKEND")
+    monkeypatch.delenv("NTKREF_DEVICE")
+    assert on_backend(x) is x or np.shares_memory(on_backend(x), x)  # NumPy: nothing is copied
+
+
+def test_sections_run_on_the_env_device_with_the_numpy_numbers(monkeypatch):
+    """Table 3 and Figure B.2 (tiny) under NTKREF_BACKEND=array_api_strict NTKREF_DEVICE=device1: the heavy calls
+    receive their arrays on device1 (the CPU stand-in for a GPU, where an implicit NumPy conversion fails), and the
+    numbers equal the NumPy run's (the strict namespace computes with NumPy underneath; 1e-12 relative allows for a
+    different summation order in a library routine)."""
+    import array_api_compat
+
+    from ntkref import bounds, certify as C, kernels, machines, nets as N
+
+    s = tiny_settings(t3_lams=(0.0, 1.0))
+    task = load_task(n_train=40, n_test=12)
+    monkeypatch.delenv("NTKREF_DEVICE", raising=False)
+    monkeypatch.setenv("NTKREF_BACKEND", "numpy")
+    ref3, refb2 = table3.run(task, s, Log(quiet=True)), figureB2.run(task, s, Log(quiet=True))
+    dev = _strict_device1(monkeypatch)
+    seen = []
+    for module, name in ((kernels, "two_layer_relu_ntk"), (machines, "fit"), (C, "certified_radius"),
+                         (N, "train"), (bounds, "rademacher_bound")):
+        real = getattr(module, name)
+
+        def wrapper(*args, _real=real, _name=name, **kw):
+            seen.append((_name, [(type(a).__module__.split(".")[0], array_api_compat.device(a))
+                                 for a in list(args) + list(kw.values()) if array_api_compat.is_array_api_obj(a)]))
+            return _real(*args, **kw)
+
+        monkeypatch.setattr(module, name, wrapper)
+    got3, gotb2 = table3.run(task, s, Log(quiet=True)), figureB2.run(task, s, Log(quiet=True))
+    assert {n for n, _ in seen} == {"two_layer_relu_ntk", "fit", "certified_radius", "train", "rademacher_bound"}
+    for name, arrays in seen:
+        assert arrays and all(a == ("array_api_strict", dev) for a in arrays), (name, arrays)
+    for a, b in zip(ref3.results["rows"], got3.results["rows"]):
+        assert a["accuracy"] == b["accuracy"]
+        for method in ("paper", "tight"):
+            np.testing.assert_allclose(b[method]["mean"], a[method]["mean"], rtol=1e-12)
+    for key in ("nn_train_hinge", "km_train_hinge", "bound", "gap_train_max"):
+        np.testing.assert_allclose(gotb2.results["records"][key], refb2.results["records"][key], rtol=1e-12,
+                                   atol=1e-15)
+    assert [c.holds for c in got3.claims + gotb2.claims] == [c.holds for c in ref3.claims + refb2.claims]
 
 
 def test_demo_subcommand_passes():

@@ -15,8 +15,16 @@ unregularised training (§3, F.1).
 Seed 003 (Shi): the NTK function-norm regulariser vs KRR (Ch. 2) and dense vs dynamics-preserving sparse vs random
 sparse adversarially trained nets with Table 3.1 (Ch. 3).
 
-The report (``report.md``, ``results.json``, PNG figures) puts each table next to the paper's numbers (SPEC §7)
-with a verdict per claim; the exit code is 1 if any checked claim fails.  The demo prints NTK values on inputs that
+Backend: ``NTKREF_BACKEND`` and ``NTKREF_DEVICE`` choose where the heavy work runs (kernels, kernel machines,
+dynamics, certificates, network training, the mean-field flow): the data and the initial weights are drawn on the
+host with NumPy — the same numbers on every backend — moved there with ``validation.common.on_backend``, and the
+results copied back with ``host`` for the tables, claims and figures.  For example
+``NTKREF_BACKEND=cupy python -m validation`` runs on the GPU, and
+``NTKREF_BACKEND=array_api_strict NTKREF_DEVICE=device1 python -m validation --quick`` on the strict namespace's
+second device (the CPU stand-in for a GPU: any implicit conversion to NumPy fails there).
+
+The report (``report.md``, ``results.json``, PNG figures) puts each table next to the paper's numbers with a
+verdict per claim and states the backend and device; the exit code is 1 if any checked claim fails.  The demo prints NTK values on inputs that
 break naive implementations and checks them against an independent 50-digit mpmath evaluation of the recursion.
 """
 from __future__ import annotations
@@ -66,6 +74,8 @@ def _naive_ntk(x, depth):
 def demo(depth=3, seed=0):
     from ntkref import kernels
 
+    from .common import backend_description, host, on_backend
+
     rng = np.random.default_rng(seed)
     d = 8
     base = rng.normal(size=d)
@@ -78,12 +88,12 @@ def demo(depth=3, seed=0):
     names = ["x", "x rotated 1e-9 rad", "−x rotated 1e-7 rad", "zero row", "scale 1e150", "scale 1e-150"]
     x = np.array(rows)
     t = time.perf_counter()
-    K = kernels.fc(x, depth=depth).ntk
+    K = host(kernels.fc(on_backend(x), depth=depth).ntk)  # on the backend; the table reads a host copy
     wall = time.perf_counter() - t
     with np.errstate(all="ignore"):
         naive = _naive_ntk(x, depth)
     print(f"ntkref {__import__('ntkref').__version__}: fully connected ReLU NTK, depth {depth}, W_std = 1, no bias "
-          f"(neural-tangents' convention), d = {d}; computed in {wall * 1e3:.1f} ms\n")
+          f"(neural-tangents' convention), d = {d}; computed on {backend_description()} in {wall * 1e3:.1f} ms\n")
     print(f"{'pair':44s} {'ntkref Θ':>24s} {'rel. error':>11s} {'naive arccos':>13s}")
     worst = 0.0
     for i, j in [(0, 0), (0, 1), (0, 2), (1, 2), (0, 3), (4, 4), (4, 5), (5, 5)]:
@@ -112,7 +122,7 @@ def reproduce(argv=None):
     import importlib
     import pathlib
 
-    from .common import Log, Settings, figure
+    from .common import Log, Settings, backend_description, figure
     from .data import load_task
     from . import report
 
@@ -129,6 +139,7 @@ def reproduce(argv=None):
     argv = list(argv) if argv is not None else sys.argv[1:]
     settings = Settings.quick() if args.quick else Settings.full()
     log = Log()
+    log(f"backend: {backend_description()}")
     only = None
     if args.only is not None:
         only = {name for item in args.only for name in GROUPS.get(item, (item,))}
@@ -173,7 +184,8 @@ def reproduce(argv=None):
     known = [c for c in claims if not c.holds and c.known_difference]
     print(f"\n{sum(c.holds for c in claims)}/{len(claims)} claims hold"
           + (f", {len(known)} documented difference(s) from the paper" if known else "")
-          + (f", {len(failed)} FAILED" if failed else "") + f"; report: {path} (total {log.elapsed():.0f} s)")
+          + (f", {len(failed)} FAILED" if failed else "") + f"; backend: {backend_description()}; report: {path} "
+          f"(total {log.elapsed():.0f} s)")
     return 1 if failed else 0
 
 

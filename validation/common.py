@@ -9,8 +9,42 @@ from dataclasses import dataclass, field
 import array_api_compat.numpy as HOST  # noqa: F401  (re-exported)
 import numpy as np
 
-# The reproductions are host-side NumPy computations whatever NTKREF_BACKEND says: networks are initialised in
-# HOST (``net.init(seed, xp=HOST)``); every other array derives from them or from NumPy data.
+from ntkref import _backend
+
+# Where the reproductions run.  The data (MNIST digits, samples of seed 002's 𝒟, teacher networks, initial
+# parameters) are drawn on the host with NumPy — the same numbers whatever the backend — and every call of one of
+# ntkref's heavy functions (kernels, machines, dynamics, certificates, network training, flows) receives them through
+# ``on_backend``: the namespace ``NTKREF_BACKEND`` names, on the device ``NTKREF_DEVICE`` names (NumPy by default,
+# where it is the identity).  Results come back with ``host`` (an explicit copy) for tables, claims, plots and JSON;
+# nothing in ``validation/`` applies NumPy to a device array.  ``backend_description()`` is what the report states.
+
+
+def on_backend(a, dtype=None):
+    """Host data → an array of the default namespace on the default device (``ntkref._backend.asarray``).
+
+    Lists and tuples are mapped element-wise (network parameters: a list of ``(W, b)`` with ``b`` possibly ``None``);
+    ``None`` stays ``None``.  NumPy input is copied to the device explicitly; under NumPy nothing is copied.
+    """
+    if a is None:
+        return None
+    if isinstance(a, (list, tuple)):
+        return type(a)(on_backend(v, dtype) for v in a)
+    return _backend.asarray(a, dtype)
+
+
+def host(a):
+    """An array of any namespace/device → NumPy (``ntkref._backend.to_numpy``, an explicit copy); lists and tuples
+    element-wise, ``None`` and Python scalars unchanged."""
+    if a is None or isinstance(a, (bool, int, float, str)):
+        return a
+    if isinstance(a, (list, tuple)):
+        return type(a)(host(v) for v in a)
+    return _backend.to_numpy(a)
+
+
+def backend_description():
+    """Which backend and device ran the reproductions (``ntkref._backend.description()``)."""
+    return _backend.description()
 
 # --------------------------------------------------------------------------- the paper's numbers (SPEC §7)
 PAPER = {

@@ -16,7 +16,7 @@ import numpy as np
 
 from ntkref import dynamics, kernels, nets
 
-from .common import HOST, Claim, Section
+from .common import HOST, Claim, Section, host, on_backend
 
 
 def _hinge(f, y):
@@ -28,31 +28,32 @@ def run(task, settings, log, plt=None, outdir=None):
     n = min(settings.f1_n, task.n_train)
     x, y = task.x_train[:n], task.y_train[:n]
     xt = task.x_test[: settings.f1_n_test]
+    x_d, y_d, xt_d = on_backend((x, y, xt))
     runs = {}
     for i, (lr, width) in enumerate(settings.f1_runs):
         t1 = time.perf_counter()
         log(f"Figure 1: width {width}, η̂ = {lr}, {settings.f1_steps} steps on n = {n} (NN, SVM with Θ̂(w₀), SVM with the NTK)")
         net = nets.FullyConnected(x.shape[1], width)
-        params = net.init(settings.seed, xp=HOST)
+        params = on_backend(net.init(settings.seed, xp=HOST))  # drawn on the host: the same weights on every backend
         every = max(1, settings.f1_steps // 100)
-        nn = nets.train(net, params, x, y, "hinge", settings.f1_lam, lr, settings.f1_steps, x_test=xt, reduction="mean",
-                        regularize="from_init", subtract_f0=True, record_every=every)
-        K0, K0t = np.asarray(net.empirical_ntk(params, x)), np.asarray(net.empirical_ntk(params, xt, x))
-        km = dynamics.subgradient_descent(K0, y, "hinge", settings.f1_lam, lr, settings.f1_steps, K_test=K0t,
+        nn = nets.train(net, params, x_d, y_d, "hinge", settings.f1_lam, lr, settings.f1_steps, x_test=xt_d,
+                        reduction="mean", regularize="from_init", subtract_f0=True, record_every=every)
+        K0, K0t = net.empirical_ntk(params, x_d), net.empirical_ntk(params, xt_d, x_d)
+        km = dynamics.subgradient_descent(K0, y_d, "hinge", settings.f1_lam, lr, settings.f1_steps, K_test=K0t,
                                           reduction="mean", record_every=every)
-        Ka, Kat = kernels.two_layer_relu_ntk(x), kernels.two_layer_relu_ntk(xt, x)
-        kma = dynamics.subgradient_descent(Ka, y, "hinge", settings.f1_lam, lr, settings.f1_steps, K_test=Kat,
+        Ka, Kat = kernels.two_layer_relu_ntk(x_d), kernels.two_layer_relu_ntk(xt_d, x_d)
+        kma = dynamics.subgradient_descent(Ka, y_d, "hinge", settings.f1_lam, lr, settings.f1_steps, K_test=Kat,
                                            reduction="mean", record_every=every)
-        f = np.asarray(nn.f_train)
-        g = np.asarray(km.g_train)
-        ga = np.asarray(kma.g_train)
+        f = host(nn.f_train)
+        g = host(km.g_train)
+        ga = host(kma.g_train)
         if f.shape != g.shape:
             raise RuntimeError(f"NN and SVM records differ in shape: {f.shape} vs {g.shape}")
         rms = lambda a: np.sqrt(np.mean(a**2, axis=1))  # noqa: E731
         runs[f"{lr}_{width}"] = {
-            "lr": lr, "width": width, "steps": np.asarray(nn.steps),
+            "lr": lr, "width": width, "steps": host(nn.steps),
             "gap_rms_empirical": rms(f - g), "gap_rms_analytic": rms(f - ga),
-            "gap_test_max_empirical": np.max(np.abs(np.asarray(nn.f_test) - np.asarray(km.g_test)), axis=1),
+            "gap_test_max_empirical": np.max(np.abs(host(nn.f_test) - host(km.g_test)), axis=1),
             "hinge_nn": _hinge(f, y), "hinge_svm_empirical": _hinge(g, y), "hinge_svm_analytic": _hinge(ga, y),
             "samples_nn": f[:, :2], "samples_svm_analytic": ga[:, :2], "samples_svm_empirical": g[:, :2],
             "f_final_rms": float(rms(f)[-1]), "train_acc_nn": float(np.mean(np.sign(f[-1]) == y)),

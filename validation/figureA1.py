@@ -15,7 +15,7 @@ import numpy as np
 
 from ntkref import dynamics, kernels, nets
 
-from .common import HOST, Claim, Section
+from .common import HOST, Claim, Section, host, on_backend
 
 
 def _hinge(f, y):
@@ -30,15 +30,16 @@ def run(task, settings, log, plt=None, outdir=None):
     every = max(1, settings.a1_steps // 50)
     log(f"Figure A.1: SGD, width {settings.a1_width}, n = {n}, batch 64, η̂ = 1, {settings.a1_steps} steps")
     net = nets.FullyConnected(x.shape[1], settings.a1_width)
-    p0 = net.init(settings.seed, xp=HOST)
-    nn = nets.train(net, p0, x, y, "hinge", 1e-3, 1.0, settings.a1_steps, batch_size=64, seed=settings.seed,
-                    reduction="mean", regularize="readout_over_width", subtract_f0=True, x_test=xt, record_every=every)
-    K, Kt = kernels.two_layer_relu_ntk(x), kernels.two_layer_relu_ntk(xt, x)
-    km = dynamics.subgradient_descent(K, y, "hinge", 1e-3, 1.0, settings.a1_steps, batch_size=64, seed=settings.seed,
+    x_d, y_d, xt_d = on_backend((x, y, xt))
+    p0 = on_backend(net.init(settings.seed, xp=HOST))  # drawn on the host: the same weights on every backend
+    nn = nets.train(net, p0, x_d, y_d, "hinge", 1e-3, 1.0, settings.a1_steps, batch_size=64, seed=settings.seed,
+                    reduction="mean", regularize="readout_over_width", subtract_f0=True, x_test=xt_d, record_every=every)
+    K, Kt = kernels.two_layer_relu_ntk(x_d), kernels.two_layer_relu_ntk(xt_d, x_d)
+    km = dynamics.subgradient_descent(K, y_d, "hinge", 1e-3, 1.0, settings.a1_steps, batch_size=64, seed=settings.seed,
                                       K_test=Kt, decay="batch", reduction="mean", record_every=every)
-    f, ft = np.asarray(nn.f_train), np.asarray(nn.f_test)
-    g, gt = np.asarray(km.g_train), np.asarray(km.g_test)
-    steps_nn, steps_km = np.asarray(nn.steps), np.asarray(km.steps if km.steps is not None else km.times)
+    f, ft = host(nn.f_train), host(nn.f_test)
+    g, gt = host(km.g_train), host(km.g_test)
+    steps_nn, steps_km = host(nn.steps), host(km.steps if km.steps is not None else km.times)
     R = {"steps_nn": steps_nn, "steps_km": steps_km,
          "nn_train_hinge": _hinge(f, y), "km_train_hinge": _hinge(g, y), "nn_test_hinge": _hinge(ft, yt),
          "km_test_hinge": _hinge(gt, yt), "nn_test_acc": np.mean(np.sign(ft) == yt[None, :], axis=1),

@@ -24,7 +24,7 @@ import numpy as np
 
 from ntkref import bounds, nets
 
-from .common import HOST, Claim, Section
+from .common import HOST, Claim, Section, host, on_backend
 
 
 def _hinge(f, y):
@@ -32,7 +32,7 @@ def _hinge(f, y):
 
 
 def _ramp(f, y):
-    return float(np.mean(np.asarray(bounds.ramp_loss(f, y))))
+    return float(np.mean(bounds.ramp_loss(f, y)))  # host arrays: computed in NumPy
 
 
 def run(task, settings, log, plt=None, outdir=None):
@@ -43,10 +43,13 @@ def run(task, settings, log, plt=None, outdir=None):
     lam, lr = 1e-3, settings.b2_lr
     decay = 1 - lr * lam
     net = nets.Antisymmetric(nets.FullyConnected(x.shape[1], settings.b2_width))
-    params = net.init(settings.seed, xp=HOST)
+    params = on_backend(net.init(settings.seed, xp=HOST))  # drawn on the host: the same weights on every backend
+    x_d, y_d, xt_d = on_backend((x, y, xt))
     a = y / n
-    K = np.zeros((n, n))
-    Kt = np.zeros((xt.shape[0], n))
+    a_d = on_backend(a)
+    # K_T and its test rows accumulate on the backend (the training's own sums live there); host copies per record
+    K_d = on_backend(np.zeros((n, n)))
+    Kt_d = on_backend(np.zeros((xt.shape[0], n)))
     rec = {k: [] for k in ("step", "nn_train_hinge", "km_train_hinge", "nn_test_hinge", "km_test_hinge", "nn_train_ramp",
                            "km_train_ramp", "nn_test_ramp", "nn_test_error", "km_test_ramp", "bound", "bound_delta099",
                            "gap_train_max", "gap_test_max", "rkhs_norm", "complexity")}
@@ -55,6 +58,7 @@ def run(task, settings, log, plt=None, outdir=None):
     steps_done = 0
 
     def record():
+        K, Kt = host(K_d), host(Kt_d)
         g, gt = K @ a, Kt @ a
         emp = _ramp(g, y)
         rec["step"].append(steps_done)
@@ -71,8 +75,8 @@ def run(task, settings, log, plt=None, outdir=None):
             # K = 0: B = 0 and g = 0, whose ramp loss is 1
             b, b99 = (1.0 + 3 * np.sqrt(np.log(2 / d) / (2 * n)) for d in (0.01, 0.99))
         else:
-            b = bounds.rademacher_bound(K, a, emp, delta=0.01, c=1, rho=1)
-            b99 = bounds.rademacher_bound(K, a, emp, delta=0.99, c=1, rho=1)
+            b = float(bounds.rademacher_bound(K_d, a_d, emp, delta=0.01, c=1, rho=1))
+            b99 = float(bounds.rademacher_bound(K_d, a_d, emp, delta=0.99, c=1, rho=1))
         B = float(np.sqrt(max(a @ K @ a, 0.0)))
         rec["bound"].append(b)
         rec["bound_delta099"].append(b99)
@@ -86,13 +90,13 @@ def run(task, settings, log, plt=None, outdir=None):
         "(empirical NTK at every step for Theorem 4.1)")
     while steps_done < settings.b2_steps:
         c = min(settings.b2_chunk, settings.b2_steps - steps_done)
-        tr = nets.train(net, params, x, y, "hinge", lam, lr, c, x_test=xt, reduction="mean", regularize="readout",
-                        track_kernel=True)
-        K = decay**c * K + np.asarray(tr.km_kernel)
-        Kt = decay**c * Kt + np.asarray(tr.km_kernel_test)
+        tr = nets.train(net, params, x_d, y_d, "hinge", lam, lr, c, x_test=xt_d, reduction="mean",
+                        regularize="readout", track_kernel=True)
+        K_d = decay**c * K_d + tr.km_kernel
+        Kt_d = decay**c * Kt_d + tr.km_kernel_test
         params = tr.params
-        f_nn = np.asarray(tr.f_train)[-1]
-        ft_nn = np.asarray(tr.f_test)[-1]
+        f_nn = host(tr.f_train)[-1]
+        ft_nn = host(tr.f_test)[-1]
         steps_done += c
         record()
         log.bar(steps_done, settings.b2_steps, "Figure B.2 steps")

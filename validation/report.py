@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from .common import PAPER, to_jsonable
+from .common import PAPER, backend_description, to_jsonable
 
 # Why our numbers differ from the paper's, per section (the measured values are in the tables above each note).
 NOTES = {
@@ -86,6 +86,7 @@ def write(outdir, sections, *, settings, task, total_seconds, argv):
     import ntkref
 
     outdir.mkdir(parents=True, exist_ok=True)
+    backend = backend_description()
     md = [f"# Seeds 000, 002 and 003 reproduced with ntkref {ntkref.__version__}", "",
           "Seed 000: Chen et al., NeurIPS 2021 (NN ⇔ SVM); seed 002: Wei, Lee, Liu, Ma, *Regularization Matters*; "
           "seed 003: Shi, PhD dissertation (NTK function-norm regulariser, adversarial winning tickets).", "",
@@ -95,6 +96,9 @@ def write(outdir, sections, *, settings, task, total_seconds, argv):
                   "1 → +1, 0 → −1; pixels in [0, 1], no other normalisation, as the official code)")
     md += [f"- run: {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}, Python {platform.python_version()}, "
            f"NumPy {np.__version__}, {platform.machine()}; total wall time {total_seconds:.0f} s; float64 throughout",
+           f"- backend: **{backend}** (`NTKREF_BACKEND`/`NTKREF_DEVICE`): every kernel, fit, dynamics, certificate and "
+           "training ran there; data and initial weights are drawn on the host with NumPy (the same numbers on every "
+           "backend), and the results were copied back to the host for the tables, claims and figures",
            "- paper numbers: SPEC §7 (seed 000 Tables 2–3, Figures 1, A.1, B.2, and the official code's README); "
            "seeds 002/003: the inventories in `shared/notes/` and the seed text (cited per section)",
            "", "## Claims", "", _claims_table(sections), ""]
@@ -110,7 +114,7 @@ def write(outdir, sections, *, settings, task, total_seconds, argv):
             md += [f"Paper: {PAPER['figureB2']}", ""]
     (outdir / "report.md").write_text("\n".join(md), encoding="utf-8")
     data = None if task is None else {"source": task.source, "n_train": task.n_train, "n_test": task.n_test}
-    blob = {"settings": settings.__dict__, "data": data,
+    blob = {"settings": settings.__dict__, "data": data, "backend": backend,
             "total_seconds": total_seconds, "paper": PAPER,
             "claims": [c.as_dict() for s in sections for c in s.claims],
             "sections": {s.key: {"title": s.title, "seconds": s.seconds, "figures": s.figures, "results": s.results}

@@ -39,7 +39,7 @@ from scipy.special import expit
 
 from ntkref import mean_field as mf
 
-from .common import HOST, Claim, Section, fmt
+from .common import HOST, Claim, Section, fmt, host, on_backend
 
 
 # --------------------------------------------------------------------------- (a) the particle flow
@@ -94,18 +94,19 @@ def _flow_experiment(log, quick):
     out = {}
     for name, kw in runs.items():
         t1 = time.perf_counter()
-        X_h, y_h = HOST.asarray(X), HOST.asarray(y)
+        X_d, y_d = on_backend((X, y))
         if "theta0" in kw:
-            kw = dict(kw, theta0=HOST.asarray(kw["theta0"]))
-        rec = mf.perturbed_wasserstein_flow(X_h, y_h, steps=steps, eta=0.05, lam=lam, seed=0, record_every=every,
+            kw = dict(kw, theta0=on_backend(kw["theta0"]))
+        rec = mf.perturbed_wasserstein_flow(X_d, y_d, steps=steps, eta=0.05, lam=lam, seed=0, record_every=every,
                                             inject_every=50, track_min=True, **kw)
-        loss = np.asarray(rec.loss)
+        loss = np.asarray(host(rec.loss))
+        min_fv, cert = np.asarray(host(rec.min_first_variation)), np.asarray(host(rec.certificate))
         out[name] = {
-            "steps": np.asarray(rec.steps), "loss": loss, "gap": loss - L_ref,
-            "min_first_variation": np.asarray(rec.min_first_variation), "certificate": np.asarray(rec.certificate),
+            "steps": np.asarray(host(rec.steps)), "loss": loss, "gap": loss - L_ref,
+            "min_first_variation": min_fv, "certificate": cert,
             "final_loss": float(loss[-1]), "final_gap": float(loss[-1] - L_ref),
-            "final_min_fv": float(rec.min_first_variation[-1]), "final_certificate": float(rec.certificate[-1]),
-            "mass_error": abs(float(np.sum(np.asarray(rec.p))) - 1.0), "n_particles": rec.n_particles[-1],
+            "final_min_fv": float(min_fv[-1]), "final_certificate": float(cert[-1]),
+            "mass_error": abs(float(np.sum(host(rec.p))) - 1.0), "n_particles": int(host(rec.n_particles)[-1]),
             "seconds": time.perf_counter() - t1,
         }
         log(f"  {name}: L = {loss[-1]:.5f} (gap {loss[-1] - L_ref:+.2e}), min L′ = {out[name]['final_min_fv']:.2e}, "
@@ -147,27 +148,28 @@ def _f1_experiment(log, quick):
         X, y = _teacher_data(rng, A, B, n)
         Xt, yt = _teacher_data(rng, A, B, n_test)
         net = HomogeneousNet(d, width)
-        params0 = net.init(rng, xp=HOST)  # every weight N(0, 1): the large initialization of F.1
-        act0 = X @ np.asarray(params0[0]) >= 0
+        params0 = net.init(rng, xp=HOST)  # every weight N(0, 1): the large initialization of F.1 (host draw)
+        act0 = X @ params0[0] >= 0
+        params0 = on_backend(params0)
+        X_d, y_d, Xt_d = on_backend((X, y, Xt))
         for lam in lams:
             t1 = time.perf_counter()
             params, prev = params0, 0
             curves = {k: [] for k in res[lam]}
             for mark in marks:
                 if mark > prev:
-                    params, _ = margins.train_regularized(net, params, HOST.asarray(X), HOST.asarray(y), lam,
+                    params, _ = margins.train_regularized(net, params, X_d, y_d, lam,
                                                           steps=mark - prev, lr=0.1, record_every=mark - prev)
                     prev = mark
-                f, ft = np.asarray(net.apply(params, X)), np.asarray(net.apply(params, Xt))
-                curves["margin"].append(float(margins.normalized_margin(net, params, HOST.asarray(X),
-                                                                        HOST.asarray(y))))
+                f, ft = host(net.apply(params, X_d)), host(net.apply(params, Xt_d))
+                curves["margin"].append(float(margins.normalized_margin(net, params, X_d, y_d)))
                 curves["test_acc"].append(float(np.mean(np.sign(ft) == yt)))
                 curves["train_err"].append(float(np.mean(np.sign(f) != y)))
-                curves["changed"].append(float(np.mean((X @ np.asarray(params[0]) >= 0) != act0)))
+                curves["changed"].append(float(np.mean((X @ host(params[0]) >= 0) != act0)))
                 curves["norm"].append(float(net.norm(params)))
             for k, v in curves.items():
                 res[lam][k].append(v)
-            final_correct[lam].append(np.sign(np.asarray(net.apply(params, Xt))) == yt)
+            final_correct[lam].append(np.sign(host(net.apply(params, Xt_d))) == yt)
             log(f"F.1 trial {trial + 1}/{trials}, λ = {lam:g}: margin {curves['margin'][-1]:.4g}, "
                 f"test acc {curves['test_acc'][-1]:.4f}, changed {100 * curves['changed'][-1]:.1f} % "
                 f"[{time.perf_counter() - t1:.1f} s]")

@@ -1,6 +1,7 @@
 """Seed 002, Theorem 2.1 / App. F.3 (Fig. 4 style): NTK kernel predictors vs the ℓ2-regularized net on 𝒟.
 
-What is run (host NumPy; ``run(log, plt=None, outdir=None, *, quick=False) -> Section``):
+What is run (data drawn on the host, fits and training on the backend of NTKREF_BACKEND/NTKREF_DEVICE;
+``run(log, plt=None, outdir=None, *, quick=False) -> Section``):
 
 - data: seed 002's distribution 𝒟 (eq. (2.1), :func:`ntkref.distributions.sample_sparse_xor`),
   d ∈ {10, 20, 30} (quick: d ∈ {10, 20}, one trial per point, a coarser n grid);
@@ -43,7 +44,7 @@ import numpy as np
 
 from ntkref import distributions as D
 
-from .common import HOST, Claim, Section, fmt
+from .common import HOST, Claim, Section, fmt, host, on_backend
 
 KERNELS = ((1.0, 1.0), (0.0, 1.0))
 NET = {"width": 32, "lam": 1e-3, "steps": 4000, "lr": 0.2, "init_scale": 0.1}
@@ -54,16 +55,22 @@ NET = {"width": 32, "lam": 1e-3, "steps": 4000, "lr": 0.2, "init_scale": 0.1}
 
 def train_net(x, y, *, seed, width=32, lam=1e-3, steps=4000, lr=0.2, init_scale=0.1):
     """The library route: ``margins.train_regularized`` (GD, r = 2) on ``HomogeneousNet(d, width)`` from
-    ``net.init(seed, scale=init_scale)``.  Returns (U (d, width), w (width,), final L_λ) as NumPy arrays."""
+    ``net.init(seed, scale=init_scale)`` (drawn on the host, then moved).  ``x``, ``y``: host or backend arrays; the
+    training runs on the backend (``on_backend``).  Returns (U (d, width), w (width,), final L_λ) as NumPy arrays."""
     from ntkref.margins import train_regularized
     from ntkref.nets._homogeneous import HomogeneousNet
 
-    x = HOST.asarray(np.asarray(x, dtype=float))
-    y = HOST.asarray(np.asarray(y, dtype=float))
+    x, y = on_backend((x, y), _float64())
     net = HomogeneousNet(x.shape[1], width)
-    params, record = train_regularized(net, net.init(seed, scale=init_scale, xp=HOST), x, y, lam, steps=steps, lr=lr,
-                                       record_every=steps if steps else None)
-    return np.asarray(params[0]), np.asarray(params[1])[:, 0], float(record.objective[-1])
+    params, record = train_regularized(net, on_backend(net.init(seed, scale=init_scale, xp=HOST)), x, y, lam,
+                                       steps=steps, lr=lr, record_every=steps if steps else None)
+    return host(params[0]), host(params[1])[:, 0], float(record.objective[-1])
+
+
+def _float64():
+    from ntkref._backend import default_namespace
+
+    return default_namespace().float64
 
 
 def train_regularized_net(x, y, *, width=32, lam=1e-3, steps=4000, lr=0.2, init_scale=0.1, seed=0):
@@ -131,6 +138,7 @@ def loss_upper_bound(lam):
 
 
 def _test_noise(d, M, seed):
+    """The test noise z on the host (NumPy) and whether it is the whole hypercube."""
     k = d - 2
     if k <= 12:
         return D.hypercube(k, xp=HOST), True
@@ -138,28 +146,30 @@ def _test_noise(d, M, seed):
 
 
 def kernel_point(d, n, seed, *, r_w, r_u, z_test):
-    """Min-norm kernel predictor on n samples of 𝒟: (orbit error, ¼·agreement bound, agreement)."""
-    X, y = D.sample_sparse_xor(n, d, seed=seed, xp=HOST)
+    """Min-norm kernel predictor on n samples of 𝒟: (orbit error, ¼·agreement bound, agreement).
+
+    The sample is drawn on the host and moved to the backend with ``z_test``; the fit and the orbit statistics run
+    there."""
+    X, y = on_backend(D.sample_sparse_xor(n, d, seed=seed, xp=HOST))
     pred = D.fit_kernel_predictor(X, y, method="min_norm", r_w=r_w, r_u=r_u)
-    b = D.orbit_error_bound(X, pred.beta, z_test, r_w=r_w, r_u=r_u)
-    return b.error, b.lower_bound, b.agreement
+    b = D.orbit_error_bound(X, pred.beta, on_backend(z_test), r_w=r_w, r_u=r_u)
+    return float(b.error), float(b.lower_bound), float(b.agreement)
 
 
 def net_point(d, n, seed, *, z_test, net=NET):
-    X, y = D.sample_sparse_xor(n, d, seed=seed, xp=HOST)
-    U, w, loss = train_net(np.asarray(X), np.asarray(y), seed=seed, **net)
-    orbit = np.asarray(D.sign_orbit(z_test))  # (4, M, d)
+    X, y = D.sample_sparse_xor(n, d, seed=seed, xp=HOST)  # host draw; train_net trains on the backend
+    U, w, loss = train_net(X, y, seed=seed, **net)
+    orbit = D.sign_orbit(z_test)  # (4, M, d), host (z_test is NumPy): evaluated with the host reference net_apply
     f = net_apply(U, w, orbit.reshape(-1, d)).reshape(4, -1)
     labels = np.asarray(D.ORBIT_LABELS)[:, None]
     err = float(np.mean(labels * f <= 0))
-    x_tr = np.asarray(X)
-    margin = float(np.min(np.asarray(y) * net_apply(U, w, x_tr)) / (np.sum(U * U) + np.sum(w * w)))
+    margin = float(np.min(y * net_apply(U, w, X)) / (np.sum(U * U) + np.sum(w * w)))
     return err, loss, margin
 
 
 def lemma_b6_point(k, n, seed):
-    z = D.sample_hypercube(n, k, seed=seed, xp=HOST)
-    G = np.asarray(D.quadratic_feature_gram(z))
+    z = on_backend(D.sample_hypercube(n, k, seed=seed, xp=HOST))
+    G = host(D.quadratic_feature_gram(z))
     return float(np.linalg.eigvalsh(G)[0]) / k**2
 
 

@@ -1,6 +1,7 @@
 """Seed 002, App. F.2 (Fig. 3 left) and F.4 (Fig. 5): normalized margins of ℓ2-regularized two-layer nets.
 
-What is run (host NumPy through ntkref; ``run(log, plt=None, outdir=None, *, quick=False) -> Section``):
+What is run (data drawn on the host, ntkref on the backend of NTKREF_BACKEND/NTKREF_DEVICE;
+``run(log, plt=None, outdir=None, *, quick=False) -> Section``):
 
 **F.4 — convergence to the max margin (Fig. 5).**  1-D inputs with a bias, a hidden unit x ↦ a_j relu(w_j x + b_j),
 ‖·‖₂² on (a, w, b): this is the bias-free two-layer net of eq. (2.2) on inputs (x, 1) ∈ ℝ²
@@ -44,7 +45,7 @@ import numpy as np
 from ntkref import margins as M
 from ntkref.nets._homogeneous import HomogeneousNet, balanced_two_layer
 
-from .common import HOST, Claim, Section, fmt
+from .common import HOST, Claim, Section, fmt, host, on_backend
 
 F4 = {"n": 10, "width": 40, "K": 1000, "restarts": 4, "steps": 3000}
 F2 = {"d": 20, "teacher_width": 10, "margin": 0.01, "lam": 1e-5, "n_test": 2000}
@@ -59,21 +60,22 @@ def f4_data(n=10):
 def run_f4(log, quick):
     x, y = f4_data(F4["n"])
     n = len(y)
-    dirs = M.circle_directions(F4["K"], xp=HOST)
-    sol = M.l1_svm(x, y, dirs)
-    target = sol.value / 2
+    x_d, y_d = on_backend((x, y))
+    dirs = on_backend(M.circle_directions(F4["K"], xp=HOST))
+    sol = M.l1_svm(x_d, y_d, dirs)
+    target = float(sol.value) / 2
     net = HomogeneousNet(2, F4["width"])
     exps = (6, 10, 14) if quick else tuple(range(4, 21, 2))
     restarts = 1 if quick else F4["restarts"]
     rows, prev, best_params = [], None, {}
     for i, k in enumerate(exps):
         lam = 2.0 ** -k
-        starts = ([prev] if prev is not None else []) + [net.init(100 * k + s, scale=0.5, xp=HOST)
+        starts = ([prev] if prev is not None else []) + [on_backend(net.init(100 * k + s, scale=0.5, xp=HOST))
                                                          for s in range(restarts)]
         best = None
         for p0 in starts:
-            p, rec = M.train_regularized(net, p0, x, y, lam, method="lbfgs", steps=F4["steps"], gtol=1e-12)
-            L = float(M.regularized_loss(net, p, x, y, lam))
+            p, rec = M.train_regularized(net, p0, x_d, y_d, lam, method="lbfgs", steps=F4["steps"], gtol=1e-12)
+            L = float(M.regularized_loss(net, p, x_d, y_d, lam))
             if best is None or L < best[0]:
                 best = (L, p, rec)
         L, p, rec = best
@@ -81,7 +83,7 @@ def run_f4(log, quick):
         N = float(net.norm(p))
         # λ above λ_max: the minimizer is Θ = 0 (L-BFGS stops at ‖Θ‖ ~ 1e-8); its "margin" means nothing
         zero = N <= 1e-4
-        g = float("nan") if zero else float(M.normalized_margin(net, p, x, y))
+        g = float("nan") if zero else float(M.normalized_margin(net, p, x_d, y_d))
         cert = None if zero else M.margin_certificate(target, N, lam, n, a=2, r=2)
         rows.append({"log2_lambda": -k, "lam": lam, "objective": L, "norm": N, "margin": g, "theta_zero": zero,
                      "ratio": g / target,
@@ -96,11 +98,12 @@ def run_f4(log, quick):
     grid = np.linspace(-1.2, 1.2, 481)
     xg = np.stack([grid, np.ones_like(grid)], axis=1)
     p = best_params[k_show]
-    f_net = np.asarray(net.apply(p, xg)) / float(net.norm(p)) ** 2
+    xg_d = on_backend(xg)
+    f_net = host(net.apply(p, xg_d)) / float(net.norm(p)) ** 2
     net_svm, p_svm = balanced_two_layer(dirs, sol.mu, drop_zeros=True)
-    f_svm = np.asarray(net_svm.apply(p_svm, xg)) / float(net_svm.norm(p_svm)) ** 2
+    f_svm = host(net_svm.apply(p_svm, xg_d)) / float(net_svm.norm(p_svm)) ** 2
     dist = float(np.max(np.abs(f_net - f_svm)) / np.max(np.abs(f_svm)))
-    return {"gamma_l1": sol.value, "target": target, "support": int(len(sol.support)), "rows": rows,
+    return {"gamma_l1": float(sol.value), "target": target, "support": int(sol.support.shape[0]), "rows": rows,
             "function_grid": grid, "f_net": f_net, "f_svm": f_svm, "function_rel_sup_distance": dist,
             "function_log2_lambda": -k_show, "x": x[:, 0], "y": y}
 
@@ -139,15 +142,16 @@ def run_f2(log, quick):
     done = 0
     for t in range(trials):
         x, y, xt, yt = f2_task(1000 + t, n, F2["n_test"], F2["d"], F2["teacher_width"], F2["margin"])
+        x_d, y_d, xt_d = on_backend((x, y, xt))
         for m in widths:
             net = HomogeneousNet(F2["d"], m)
-            p, rec = M.train_regularized(net, net.init(10 * t + m, scale=m ** -0.25, xp=HOST), x, y, F2["lam"],
-                                         method="lbfgs", steps=steps, gtol=1e-12)
-            train_err = float(np.mean(np.sign(np.asarray(net.apply(p, x))) != y))
-            test_err = float(np.mean(np.sign(np.asarray(net.apply(p, xt))) != yt))
+            p0 = on_backend(net.init(10 * t + m, scale=m ** -0.25, xp=HOST))  # host draw, then moved
+            p, rec = M.train_regularized(net, p0, x_d, y_d, F2["lam"], method="lbfgs", steps=steps, gtol=1e-12)
+            train_err = float(np.mean(np.sign(host(net.apply(p, x_d))) != y))
+            test_err = float(np.mean(np.sign(host(net.apply(p, xt_d))) != yt))
             per.append({"trial": t, "width": m, "train_error": train_err, "test_error": test_err,
-                        "margin": float(M.normalized_margin(net, p, x, y)), "iterations": rec.n_iterations,
-                        "objective": rec.objective[-1]})
+                        "margin": float(M.normalized_margin(net, p, x_d, y_d)), "iterations": rec.n_iterations,
+                        "objective": float(rec.objective[-1])})
             done += 1
             log.bar(done, total, "F.2 widths × trials")
     rows = []

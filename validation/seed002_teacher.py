@@ -9,7 +9,8 @@ NTK with (r_w, r_u) = (0, 1): K = ½(K₁ + K₂) (:func:`ntkref.kernels.wei_ker
 1); 20000 steps, λ = 1e-8, 100 trials per point.  Claim: "two-layer nets clearly outperform the kernel method in
 test error as n grows".
 
-What is run here (host NumPy through ntkref; ``run(log, plt=None, outdir=None, *, quick=False) -> Section``):
+What is run here (data drawn on the host, ntkref on the backend of NTKREF_BACKEND/NTKREF_DEVICE;
+``run(log, plt=None, outdir=None, *, quick=False) -> Section``):
 
 - teacher (:func:`make_teacher`): f*(x) = Σ_{j≤6} a_j [u_jᵀx]₊, a :class:`ntkref.nets.HomogeneousNet` (d, 6) with
   u_j ~ N(0, I_d) (as ``seed002_margins``' F.2 teacher) and a = (+1, +1, +1, −1, −1, −1) — balanced signs, chosen
@@ -62,7 +63,7 @@ from ntkref._validation import InvalidParameterError, check_int, check_real
 from ntkref.kernels import wei_kernel
 from ntkref.nets import HomogeneousNet
 
-from .common import HOST, Claim, Section
+from .common import HOST, Claim, Section, host, on_backend
 
 D_IN = 20
 TEACHER_WIDTH = 6
@@ -91,7 +92,7 @@ def make_teacher(seed, *, d=D_IN, width=TEACHER_WIDTH):
 
 
 def teacher_output(teacher, x):
-    """f*(x) for the rows of x (NumPy (m, d) → (m,))."""
+    """f*(x) for the rows of x (NumPy (m, d) → (m,)); the teacher is data generation, so it stays on the host."""
     net, params = teacher
     return np.asarray(net.apply(params, HOST.asarray(np.asarray(x, dtype=float))))
 
@@ -144,16 +145,17 @@ def sample_teacher_data(teacher, n, seed, *, task="classification", margin=MARGI
 def train_net(x, y, *, task, seed, lam=NET["lam"], steps=NET["steps"], init_scale=NET["init_scale"],
               method=NET["method"]):
     """The ℓ2-regularized two-layer net of width m = n (seed 002 eq. (2.2) / Thm B.9), by
-    :func:`ntkref.margins.train_regularized`.  Returns (apply function on NumPy inputs, record)."""
+    :func:`ntkref.margins.train_regularized` on the backend (``on_backend``; the initial weights are drawn on the
+    host).  Returns (apply function: NumPy inputs → NumPy outputs, evaluated on the backend; record)."""
     from ntkref.margins import train_regularized
 
     n, d = x.shape
     net = HomogeneousNet(d, n)
     loss = "logistic" if task == "classification" else "squared"
-    params, record = train_regularized(net, net.init(seed, scale=init_scale, xp=HOST), HOST.asarray(x),
-                                       HOST.asarray(y), lam, steps=steps, lr=0.1, loss=loss, method=method,
+    params, record = train_regularized(net, on_backend(net.init(seed, scale=init_scale, xp=HOST)), on_backend(x),
+                                       on_backend(y), lam, steps=steps, lr=0.1, loss=loss, method=method,
                                        record_every=steps)
-    return (lambda z: np.asarray(net.apply(params, HOST.asarray(z)))), record
+    return (lambda z: host(net.apply(params, on_backend(z)))), record
 
 
 def kernel_predictions(x, y, x_test, y_test, *, task):
@@ -161,13 +163,13 @@ def kernel_predictions(x, y, x_test, y_test, *, task):
     r_u=1)).  Returns (f_limit (m,), f_ridge (m,), chosen λ_k / mean Kᵢᵢ)."""
     from ntkref.distributions import fit_kernel_predictor
 
-    xh, yh = HOST.asarray(x), HOST.asarray(y)
+    xd, yd = on_backend((x, y))
     method = "hard_margin_svm" if task == "classification" else "min_norm"
-    pred = fit_kernel_predictor(xh, yh, method=method, r_w=0.0, r_u=1.0)
-    K_test = np.asarray(wei_kernel(HOST.asarray(x_test), xh, r_w=0.0, r_u=1.0))
-    f_limit = K_test @ np.asarray(pred.beta)
-    # ridge path from one eigendecomposition (host-side linear algebra of a validation script)
-    K = np.asarray(wei_kernel(xh, r_w=0.0, r_u=1.0))
+    pred = fit_kernel_predictor(xd, yd, method=method, r_w=0.0, r_u=1.0)
+    K_test = host(wei_kernel(on_backend(x_test), xd, r_w=0.0, r_u=1.0))
+    f_limit = K_test @ host(pred.beta)
+    # ridge path from one eigendecomposition (host-side linear algebra of a validation script, on host copies)
+    K = host(wei_kernel(xd, r_w=0.0, r_u=1.0))
     w, V = np.linalg.eigh(K)
     Vy = V.T @ y
     scale = float(np.mean(np.diag(K)))

@@ -1,6 +1,7 @@
 """Seed 003, Chapter 2: the NTK function-norm regulariser — wide nets approach NTK kernel ridge regression.
 
-Two experiments, host-side NumPy (networks initialised in HOST):
+Two experiments; the data and initial weights are drawn on the host (NumPy) and every kernel, fit and training
+runs on the backend of ``NTKREF_BACKEND``/``NTKREF_DEVICE`` (``validation.common.on_backend``):
 
 A. **Theorem 2.2.1 by trend.**  A one-hidden-layer ReLU net in NTK parameterisation, made f₀ ≡ 0 by the
    antisymmetric doubling (:class:`ntkref.nets.Antisymmetric`, the exact form of the theorem's small-κ device),
@@ -59,7 +60,7 @@ from ntkref import kernels
 from ntkref import regularizers as R
 from ntkref.nets import Antisymmetric, FullyConnected
 
-from .common import HOST, Claim, Section
+from .common import HOST, Claim, Section, host, on_backend
 
 
 def _sphere(n, d, rng):
@@ -84,9 +85,10 @@ def _width_sweep(cfg, log):
     n, m_test, d, zeta = cfg["n"], cfg["n_test"], cfg["d"], cfg["zeta"]
     X, Xt = _sphere(n, d, rng), _sphere(m_test, d, rng)
     Y = np.sin(1.5 * X[:, 0]) + 0.5 * X[:, 1] * X[:, 2] / d
-    K = np.asarray(kernels.fc(X, depth=1).ntk)
-    Kt = np.asarray(kernels.fc(Xt, X, depth=1).ntk)
-    alpha = np.asarray(R.krr_fit(K, Y, zeta))
+    X_d, Xt_d, Y_d = on_backend((X, Xt, Y))
+    K_d = kernels.fc(X_d, depth=1).ntk
+    K, Kt = host(K_d), host(kernels.fc(Xt_d, X_d, depth=1).ntk)
+    alpha = host(R.krr_fit(K_d, Y_d, zeta))
     f_ntr_train, f_ntr_test = K @ alpha, Kt @ alpha
     lr = _lr(K, zeta, 0.8)
     rows = []
@@ -97,17 +99,17 @@ def _width_sweep(cfg, log):
         for mode in ("empirical", "analytic"):
             gaps_test, gaps_train = [], []
             for s in cfg["seeds"]:
-                p0 = net.init(1000 * s + width, xp=HOST)
-                tr = R.train_regularized(net, p0, X, Y, zeta=zeta, lr=lr, steps=cfg["steps"], x_test=Xt,
-                                         kernel=None if mode == "empirical" else K)
-                gaps_train.append(np.max(np.abs(np.asarray(tr.f_train[-1]) - f_ntr_train)))
-                gaps_test.append(np.max(np.abs(np.asarray(tr.f_test[-1]) - f_ntr_test)))
+                p0 = on_backend(net.init(1000 * s + width, xp=HOST))  # host draw: the same weights on every backend
+                tr = R.train_regularized(net, p0, X_d, Y_d, zeta=zeta, lr=lr, steps=cfg["steps"], x_test=Xt_d,
+                                         kernel=None if mode == "empirical" else K_d)
+                gaps_train.append(np.max(np.abs(host(tr.f_train)[-1] - f_ntr_train)))
+                gaps_test.append(np.max(np.abs(host(tr.f_test)[-1] - f_ntr_test)))
                 done += 1
                 log.bar(done, total, "A: width sweep")
             rows.append({"width": width, "mode": mode, "gap_test": float(np.mean(gaps_test)),
                          "gap_train": float(np.mean(gaps_train)), "gap_test_runs": [float(g) for g in gaps_test]})
     # the run's own convergence: gap between the end of training and the limit of its linearised flow
-    flow_end = np.asarray(R.regularized_flow(K, Y, zeta, lr * cfg["steps"], lr=lr).train)[0]
+    flow_end = host(R.regularized_flow(K_d, Y_d, zeta, lr * cfg["steps"], lr=lr).train)[0]
     slopes = {}
     for mode in ("empirical", "analytic"):
         w = np.array([r["width"] for r in rows if r["mode"] == mode], float)
@@ -126,8 +128,9 @@ def _mnist(cfg, log):
     n = X.shape[0]
     flip = np.random.default_rng(cfg["noise_seed"]).random(n) < cfg["label_noise"]
     Y[flip] *= -1  # symmetric label noise on the training set only: the regime where regularisation matters
-    K = np.asarray(kernels.fc(X, depth=1).ntk)
-    Kt = np.asarray(kernels.fc(Xt, X, depth=1).ntk)
+    X_d, Y_d, Xt_d = on_backend((X, Y, Xt))
+    K_d = kernels.fc(X_d, depth=1).ntk
+    K, Kt = host(K_d), host(kernels.fc(Xt_d, X_d, depth=1).ntk)
     net = Antisymmetric(FullyConnected(X.shape[1], cfg["width"], depth=1))
     rows = []
     runs = [(z, None) for z in cfg["zetas"]] + [(z, cfg["subset"]) for z in cfg["subset_zetas"]]
@@ -135,18 +138,17 @@ def _mnist(cfg, log):
         lr = _lr(K, zeta, 0.5)
         errs, mses, norms, gaps, point_errs = [], [], [], [], []
         for s in cfg["seeds"]:
-            p0 = net.init(s, xp=HOST)
-            tr = R.train_regularized(net, p0, X, Y, zeta=zeta, lr=lr, steps=cfg["steps"], x_test=Xt,
+            p0 = on_backend(net.init(s, xp=HOST))  # host draw: the same weights on every backend
+            tr = R.train_regularized(net, p0, X_d, Y_d, zeta=zeta, lr=lr, steps=cfg["steps"], x_test=Xt_d,
                                      subset_size=subset, seed=s)
-            ft = np.asarray(tr.f_test[-1])
+            ft = host(tr.f_test)[-1]
             point_errs.append((np.sign(ft) != Yt).astype(float))
             errs.append(float(np.mean(point_errs[-1])))
             mses.append(float(np.mean((ft - Yt) ** 2)))
             gaps.append(ft)
             p = tr.params
-            Th = np.asarray(net.empirical_ntk(p, X))
-            norms.append(float(R.rkhs_norm_sq(np.asarray(net.apply(p, X)), Th)))
-        krr_t = Kt @ np.asarray(R.krr_fit(K, Y, zeta)) if zeta > 0 else Kt @ np.linalg.solve(K, Y)
+            norms.append(float(R.rkhs_norm_sq(net.apply(p, X_d), net.empirical_ntk(p, X_d))))
+        krr_t = Kt @ host(R.krr_fit(K_d, Y_d, zeta)) if zeta > 0 else Kt @ np.linalg.solve(K, Y)
         rel_gap = float(np.sqrt(np.mean((np.mean(gaps, axis=0) - krr_t) ** 2) / np.mean(krr_t**2)))
         # Algorithm 1's τ multiplies the unscaled sub-batch term; train_regularized scales that term by N/b, so
         # the τ of a sub-batch run is N/b times the full-batch τ of the same ζ

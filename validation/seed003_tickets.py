@@ -1,6 +1,8 @@
 """Seed 003, Chapter 3: dynamics-preserving adversarial winning tickets (AWT) and the toy example of Table 3.1.
 
-Three experiments, host-side NumPy (networks and data in HOST):
+Three experiments; data and initial weights are drawn on the host (NumPy), the solvers, searches and trainings run
+on the backend of ``NTKREF_BACKEND``/``NTKREF_DEVICE`` (``validation.common.on_backend``), and the closed forms of
+Table 3.1 are evaluated on host copies (``host``):
 
 A. **Table 3.1, analytic.**  (3.15) evaluated at the table's own cosines with the p_m term, ℓ2 attack.  ε is not
    stated in the dissertation: the **Bayes entry calibrates it** (0.843 ± 5e-4 ⇔ ε ∈ [1.9967, 2.0008]; the round
@@ -61,7 +63,7 @@ from ntkref import adversarial as adv
 from ntkref import sparsity as sp
 from ntkref.nets import FullyConnected
 
-from .common import HOST, Claim, Section
+from .common import HOST, Claim, Section, host, on_backend
 
 # Table 3.1 as printed: (Accuracy, Angle, Cosine, Robustness)
 PAPER_T31 = {"Bayes": (0.999, 0.0, 1.0, 0.843), "SVM": (0.995, 0.555, 0.850, 0.714),
@@ -117,6 +119,8 @@ def _table31_analytic():
 
 
 def _direction_row(theta, mu, eps):
+    """Angle, cosine and the closed forms (3.15) of a direction, evaluated on host copies of ``theta`` and ``mu``."""
+    theta, mu = host(theta), host(mu)
     if not np.any(theta != 0):
         # exact adversarial training on a support without the signal coordinate can give θ* = 0 exactly (certified
         # by adversarial_linear_direction's duality gap): the zero classifier has no direction, angle undefined
@@ -133,7 +137,7 @@ def _direction_row(theta, mu, eps):
 
 def _table31_empirical(cfg, log):
     n, d, eps = cfg["n"], 100, EPS_T31
-    x, y, mu = sp.gaussian_mixture(n, d, seed=cfg["seed"], xp=HOST)
+    x, y, mu = on_backend(sp.gaussian_mixture(n, d, seed=cfg["seed"], xp=HOST))  # host draw, then moved
     out = {}
     t = time.perf_counter()
     out["Bayes"] = _direction_row(mu, mu, eps)
@@ -143,8 +147,8 @@ def _table31_empirical(cfg, log):
     theta_at = sp.adversarial_linear_direction(x, y, eps)
     out["Adv.Tr."] = _direction_row(theta_at, mu, eps)
     model = sp.LinearModel(d)
-    p0 = model.init(cfg["seed"] + 1, xp=HOST)
-    xs, ys = x[:cfg["search_n"]], y[:cfg["search_n"]]
+    p0 = on_backend(model.init(cfg["seed"] + 1, xp=HOST))
+    xs, ys = x[:cfg["search_n"], :], y[:cfg["search_n"]]
     search_kw = dict(eps=eps, gamma=cfg["gamma"], norm="l2", attack="fgsm", mask_every=5)
     masks = {}
     res = sp.awt_search(model, p0, xs, ys, 0.1, method="relaxed", steps=cfg["search_steps"], **search_kw)
@@ -153,13 +157,13 @@ def _table31_empirical(cfg, log):
                          **search_kw)
     masks["AWT (Algorithm 2)"] = res2.mask[0][:, 0]
     masks["random 10 %"] = sp.random_mask(p0, 0.1, cfg["seed"] + 2)[0][:, 0]
-    objectives = {"AWT": res.objective.total, "AWT (Algorithm 2)": res2.objective.total}
+    objectives = {"AWT": float(res.objective.total), "AWT (Algorithm 2)": float(res2.objective.total)}
     for name, m in masks.items():
-        theta = sp.adversarial_linear_direction(x, y, eps, mask=m)
+        theta = host(sp.adversarial_linear_direction(x, y, eps, mask=m))
         row = _direction_row(theta, mu, eps)
         row["keeps_signal_coordinate"] = bool(m[0] == 1)
-        row["awt_objective"] = objectives.get(name, sp.linear_awt_objective(p0[0][0][:, 0], m, xs, ys, eps=eps,
-                                                                             gamma=cfg["gamma"]).total)
+        row["awt_objective"] = objectives.get(name, float(sp.linear_awt_objective(p0[0][0][:, 0], m, xs, ys, eps=eps,
+                                                                                   gamma=cfg["gamma"]).total))
         out[name] = row
         if name == "AWT":
             # Monte Carlo check of (3.15) for this direction: exact ℓ2 attack on a fresh sample
@@ -168,12 +172,12 @@ def _table31_empirical(cfg, log):
             mc = float(np.mean(yt * (xa @ theta) > 0))
             se = math.sqrt(row["robust_accuracy"] * (1 - row["robust_accuracy"]) / cfg["mc_n"])
             row["mc_robust_accuracy"], row["mc_se"] = mc, se
-    log(f"  AWT mask {np.flatnonzero(masks['AWT']).tolist()}, Algorithm-2 mask "
-        f"{np.flatnonzero(masks['AWT (Algorithm 2)']).tolist()}  ({time.perf_counter() - t:.1f} s)")
+    log(f"  AWT mask {np.flatnonzero(host(masks['AWT'])).tolist()}, Algorithm-2 mask "
+        f"{np.flatnonzero(host(masks['AWT (Algorithm 2)'])).tolist()}  ({time.perf_counter() - t:.1f} s)")
     # does each search keep x₁?  repeated over independent θ₀ (the single draw above is one Bernoulli outcome)
     keeps = []
     for s in cfg["keep_seeds"]:
-        q0 = model.init(1000 + s, xp=HOST)
+        q0 = on_backend(model.init(1000 + s, xp=HOST))
         r1 = sp.awt_search(model, q0, xs, ys, 0.1, method="relaxed", steps=cfg["search_steps"], **search_kw)
         r2 = sp.awt_search(model, q0, xs, ys, 0.1, method="algorithm2", steps=cfg["search_steps"], lr=0.05,
                            **search_kw)
@@ -186,20 +190,21 @@ def _table31_empirical(cfg, log):
 
 def _mlp_tickets(cfg, log):
     d, eps = cfg["d"], cfg["eps"]
-    x, y, mu = sp.gaussian_mixture(cfg["n_train"], d, seed=10, xp=HOST)
-    xt, yt, _ = sp.gaussian_mixture(cfg["n_test"], d, seed=11, xp=HOST)
+    x, y, mu = on_backend(sp.gaussian_mixture(cfg["n_train"], d, seed=10, xp=HOST))  # host draws, then moved
+    xt, yt_h, _ = sp.gaussian_mixture(cfg["n_test"], d, seed=11, xp=HOST)
+    xt, yt = on_backend((xt, yt_h))
     net = FullyConnected(d, cfg["width"], depth=1)
-    p0 = net.init(0, xp=HOST)
+    p0 = on_backend(net.init(0, xp=HOST))
     train_kw = dict(eps=eps, lr=cfg["lr"], steps=cfg["steps"], norm="l2", attack_steps=cfg["attack_steps"])
     search_kw = dict(eps=eps, gamma=cfg["gamma"], norm="l2", attack_steps=cfg["attack_steps"])
-    xs, ys = x[:cfg["search_n"]], y[:cfg["search_n"]]
+    xs, ys = x[:cfg["search_n"], :], y[:cfg["search_n"]]
 
     def evaluate(params, mask):
         pe = params if mask is None else sp.apply_mask(params, mask)
-        nat = float(np.mean(np.sign(net.apply(pe, xt)) == yt))
+        nat = float(np.mean(np.sign(host(net.apply(pe, xt))) == yt_h))
         g = adv.loss_input_gradient(net, pe, "logistic")
         xa = adv.pgd(g, xt, yt, eps=eps, step_size=2.5 * eps / 20, steps=20, norm="l2")
-        robust_points = (np.sign(np.asarray(net.apply(pe, xa))) == yt).astype(float)
+        robust_points = (np.sign(host(net.apply(pe, xa))) == yt_h).astype(float)
         points["last"] = robust_points
         return nat, float(np.mean(robust_points))
 
@@ -218,7 +223,7 @@ def _mlp_tickets(cfg, log):
         row = {"density": density}
         res = sp.awt_search(net, p0, xs, ys, density, method="relaxed", steps=cfg["search_steps"], mask_every=5,
                             **search_kw)
-        row["awt_objective"] = res.objective.total
+        row["awt_objective"] = float(res.objective.total)
         row["awt_natural"], row["awt_robust"] = train_eval(res.mask)
         row["_awt_points"] = points["last"]
         rows.append(row)
@@ -227,17 +232,17 @@ def _mlp_tickets(cfg, log):
                 f"({time.perf_counter() - t:.1f} s)")
             continue
         mm = sp.magnitude_mask(p0, density)
-        row["magnitude_objective"] = sp.awt_objective(net, p0, mm, xs, ys, **search_kw).total
+        row["magnitude_objective"] = float(sp.awt_objective(net, p0, mm, xs, ys, **search_kw).total)
         row["magnitude_natural"], row["magnitude_robust"] = train_eval(mm)
         if cfg["algorithm2"] and abs(density - 0.1) < 1e-12:
             res2 = sp.awt_search(net, p0, xs, ys, density, method="algorithm2", steps=cfg["search_steps"],
                                  mask_every=5, lr=0.05, **search_kw)
-            row["alg2_objective"] = res2.objective.total
+            row["alg2_objective"] = float(res2.objective.total)
             row["alg2_natural"], row["alg2_robust"] = train_eval(res2.mask)
         robj, rnat, rrob, rpts = [], [], [], []
         for s in cfg["random_seeds"]:
             rm = sp.random_mask(p0, density, 100 + s)
-            robj.append(sp.awt_objective(net, p0, rm, xs, ys, **search_kw).total)
+            robj.append(float(sp.awt_objective(net, p0, rm, xs, ys, **search_kw).total))
             nat, rob = train_eval(rm)
             rnat.append(nat)
             rrob.append(rob)

@@ -16,7 +16,7 @@ import numpy as np
 
 from ntkref import equivalence, kernels, machines, nets
 
-from .common import HOST, Claim, Section
+from .common import HOST, Claim, Section, host, on_backend
 
 LOSSES = (("hinge", "1-norm soft-margin SVM"), ("squared_hinge", "2-norm SVM"), ("epsilon_insensitive", "SVR (ε = 0.1)"),
           ("squared", "KRR"), ("logistic", "ℓ2-regularised logistic regression"))
@@ -29,21 +29,23 @@ def run(task, settings, log, plt=None, outdir=None):
     xt = task.x_test[: max(8, n // 2)]
     lam, lr = 1e-3, settings.t1_lr
     rows = {}
-    Ka = np.asarray(kernels.two_layer_relu_ntk(x))
+    x_d, y_d, xt_d = on_backend((x, y, xt))
+    Ka_d = kernels.two_layer_relu_ntk(x_d)
+    Ka = host(Ka_d)
     for i, (loss, km_name) in enumerate(LOSSES):
         net = nets.Antisymmetric(nets.FullyConnected(x.shape[1], settings.t1_width))
-        params = net.init(settings.seed, xp=HOST)
-        c = equivalence.compare(net, params, x, y, loss, lam, lr, settings.t1_steps, x_test=xt, analytic=True,
+        params = on_backend(net.init(settings.seed, xp=HOST))  # drawn on the host: the same weights on every backend
+        c = equivalence.compare(net, params, x_d, y_d, loss, lam, lr, settings.t1_steps, x_test=xt_d, analytic=True,
                                 regularize="from_init", reduction="mean", track_kernel=False)
-        f, g, ga = np.asarray(c.nn.f_train), np.asarray(c.km.g_train), np.asarray(c.km_analytic.g_train)
+        f, g, ga = host(c.nn.f_train), host(c.km.g_train), host(c.km_analytic.g_train)
         rms = lambda v: float(np.sqrt(np.mean(v**2)))  # noqa: E731
-        alpha_star = np.asarray(machines.fit(Ka, y, loss, lam, reduction="mean"))
+        alpha_star = host(machines.fit(Ka_d, y_d, loss, lam, reduction="mean"))
         g_star = Ka @ alpha_star
         rows[loss] = {
             "km": km_name, "gap_final_empirical": rms(f[-1] - g[-1]), "gap_max_empirical": float(np.max(np.sqrt(np.mean((f - g) ** 2, axis=1)))),
-            "gap_final_analytic": rms(f[-1] - ga[-1]), "gap_test_final": float(np.asarray(c.gap_test)[-1]),
+            "gap_final_analytic": rms(f[-1] - ga[-1]), "gap_test_final": float(host(c.gap_test)[-1]),
             "output_rms": rms(f[-1]), "km_to_optimum": rms(ga[-1] - g_star), "optimum_rms": rms(g_star),
-            "nn_sample": f[:, 0], "km_sample": g[:, 0], "km_analytic_sample": ga[:, 0], "steps": np.asarray(c.nn.steps),
+            "nn_sample": f[:, 0], "km_sample": g[:, 0], "km_analytic_sample": ga[:, 0], "steps": host(c.nn.steps),
         }
         log.bar(i + 1, len(LOSSES), f"Table 1 losses ({loss})")
     claims = []

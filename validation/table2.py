@@ -21,17 +21,21 @@ import numpy as np
 
 from ntkref import certify, nets
 
-from .common import HOST, PAPER, Claim, Section, mean_std
+from .common import HOST, PAPER, Claim, Section, host, mean_std, on_backend
 
 
 def _code_convention_radius(net, params, f0_clean, x, sign, iters=24, lo=1e-7, hi=0.3):
-    """Largest δ (geometric bisection in [lo, hi]) with sign·(IBP bound of f(w_t) over the box − f₀(x)) > 0."""
+    """Largest δ (geometric bisection in [lo, hi]) with sign·(IBP bound of f(w_t) over the box − f₀(x)) > 0.
+
+    ``params`` and ``x`` on the backend; ``f0_clean``, ``sign`` and the bisection itself on the host (each step
+    moves the (n,) radii to the backend and the (n,) bounds back)."""
     lo_v = np.full(x.shape[0], lo)
     hi_v = np.full(x.shape[0], hi)
 
     def ok(delta):
-        lower, upper = certify.ibp_bounds(net, params, x - delta[:, None], x + delta[:, None])
-        lower, upper = np.asarray(lower) - f0_clean, np.asarray(upper) - f0_clean
+        d = on_backend(delta[:, None])
+        lower, upper = certify.ibp_bounds(net, params, x - d, x + d)
+        lower, upper = host(lower) - f0_clean, host(upper) - f0_clean
         return np.where(sign > 0, lower, -upper) > 0
 
     good_lo = ok(lo_v)
@@ -49,6 +53,7 @@ def run(task, settings, log, plt=None, outdir=None, svm=None):
     n = min(settings.t2_n_train, task.n_train)
     x, y = task.x_train[:n], task.y_train[:n]
     xt, yt = task.x_test, task.y_test
+    x_d, y_d, xt_d, yt_d = on_backend((x, y, xt, yt))
     rng = np.random.default_rng(12345)
     pick100 = rng.choice(task.n_test, size=min(100, task.n_test), replace=False)
     rows = {}
@@ -59,17 +64,17 @@ def run(task, settings, log, plt=None, outdir=None, svm=None):
         for seed in settings.t2_seeds:
             t1 = time.perf_counter()
             net = nets.FullyConnected(x.shape[1], width)
-            p0 = net.init(seed, xp=HOST)
-            tr = nets.train(net, p0, x, y, "hinge", 1e-3, settings.t2_lr, settings.t2_steps, batch_size=min(settings.t2_batch, n),
+            p0 = on_backend(net.init(seed, xp=HOST))  # drawn on the host: the same weights on every backend
+            tr = nets.train(net, p0, x_d, y_d, "hinge", 1e-3, settings.t2_lr, settings.t2_steps, batch_size=min(settings.t2_batch, n),
                             seed=seed, reduction="mean", regularize="readout_over_width", subtract_f0=True,
                             record_every=settings.t2_steps)
             p = tr.params
-            f0 = np.asarray(net.apply(p0, xt))
-            g = np.asarray(net.apply(p, xt)) - f0
+            f0 = host(net.apply(p0, xt_d))
+            g = host(net.apply(p, xt_d)) - f0
             sign = np.sign(g)
             correct = sign == yt
-            sound = np.asarray(certify.ibp_radius(net, p, xt, params0=p0, y=yt))
-            code = _code_convention_radius(net, p, f0, xt, sign)
+            sound = host(certify.ibp_radius(net, p, xt_d, params0=p0, y=yt_d))
+            code = _code_convention_radius(net, p, f0, xt_d, sign)
             code = np.where(correct, code, 0.0)
             sub = np.zeros(task.n_test, dtype=bool)
             sub[pick100] = True

@@ -14,11 +14,12 @@ import numpy as np
 
 from ntkref import certify, kernels, machines
 
-from .common import PAPER, Claim, Section, mean_std
+from .common import PAPER, Claim, Section, host, mean_std, on_backend
 
 
-def _certify(alpha, task, method):
-    r = np.asarray(certify.certified_radius(alpha, task.x_train, task.x_test, method=method, y=task.y_test))
+def _certify(alpha, dev, method):
+    """``alpha`` and ``dev`` (the task's arrays) on the backend; the radii come back to the host."""
+    r = host(certify.certified_radius(alpha, dev["x_train"], dev["x_test"], method=method, y=dev["y_test"]))
     ok = r > 0
     m, s = mean_std(r[ok])
     return {"mean": m, "std": s, "n_certified": int(ok.sum()), "radii": r}
@@ -27,21 +28,21 @@ def _certify(alpha, task, method):
 def run(task, settings, log, plt=None, outdir=None):
     t0 = time.perf_counter()
     log(f"Table 3: NTK Gram matrices ({task.n_train} train, {task.n_test} test, d = {task.x_train.shape[1]})")
-    K = np.asarray(kernels.two_layer_relu_ntk(task.x_train))
-    Kt = np.asarray(kernels.two_layer_relu_ntk(task.x_test, task.x_train))
+    dev = {k: on_backend(getattr(task, k)) for k in ("x_train", "y_train", "x_test", "y_test")}
+    K_dev = kernels.two_layer_relu_ntk(dev["x_train"])
+    Kt_dev = kernels.two_layer_relu_ntk(dev["x_test"], dev["x_train"])
+    K, Kt = host(K_dev), host(Kt_dev)
     models = [("KRR", lam) for lam in settings.t3_lams]
     models.append(("KRR", settings.t3_svm_lam))
     models.append(("SVM", settings.t3_svm_lam))
     rows = []
     for i, (kind, lam) in enumerate(models):
-        if kind == "KRR":
-            alpha = np.asarray(machines.fit(K, task.y_train, "squared", lam, reduction="sum"))
-        else:
-            alpha = np.asarray(machines.fit(K, task.y_train, "hinge", lam, reduction="sum"))
+        alpha_dev = machines.fit(K_dev, dev["y_train"], "squared" if kind == "KRR" else "hinge", lam, reduction="sum")
+        alpha = host(alpha_dev)
         acc = float(np.mean(np.sign(Kt @ alpha) == task.y_test))
         row = {"model": kind, "lam": lam, "accuracy": acc}
         for method in ("paper", "tight"):
-            c = _certify(alpha, task, method)
+            c = _certify(alpha_dev, dev, method)
             row[method] = {k: v for k, v in c.items() if k != "radii"}
             row[method + "_radii"] = c["radii"]
         rows.append(row)
@@ -50,7 +51,7 @@ def run(task, settings, log, plt=None, outdir=None):
     for row in rows:
         for method in ("paper", "tight"):
             row[method]["improvement"] = row[method]["mean"] / base[method]["mean"]
-    svm_alpha = np.asarray(machines.fit(K, task.y_train, "hinge", settings.t3_svm_lam, reduction="sum"))
+    svm_alpha = alpha  # the last model is the SVM at λ = t3_svm_lam
 
     # ---- claims
     krr = [r for r in rows if r["model"] == "KRR" and r["lam"] in settings.t3_lams]
