@@ -62,7 +62,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import machines as _machines
-from ._backend import default_namespace, device_of, namespace
+from ._backend import default_device, default_namespace, device_of, namespace
 from ._compat import eigh
 from ._validation import (
     InvalidParameterError,
@@ -108,19 +108,24 @@ def _rng(seed):
     return np.random.default_rng(int(seed))
 
 
-def _out_namespace(xp, dtype):
-    xp = default_namespace() if xp is None else xp
+def _out_namespace(xp, dtype, device=None):
+    """(namespace, dtype, device) of arrays created from host draws: ``xp=None`` is ``NTKREF_BACKEND``'s namespace;
+    ``device=None`` is ``NTKREF_DEVICE``'s device whenever the namespace is the default one."""
+    default_xp = default_namespace()
+    xp = default_xp if xp is None else xp
+    if device is None and xp is default_xp:
+        device = default_device()
     if dtype is None:
         dtype = xp.float64
     elif dtype not in (xp.float64, xp.float32):
         raise InvalidParameterError(f"The 'dtype' parameter must be float32 or float64 of the namespace. Got {dtype!r}.")
-    return xp, dtype
+    return xp, dtype, device
 
 
 # --------------------------------------------------------------------------- the distribution
 
 
-def sample_sparse_xor(n, d, *, seed, xp=None, dtype=None):
+def sample_sparse_xor(n, d, *, seed, xp=None, dtype=None, device=None):
     r"""Draw n i.i.d. samples of seed 002's distribution 𝒟, eq. (2.1).
 
     For every k ≥ 3, x_k is a uniform bit in {−1, +1}; (x₁, x₂, y) is one of
@@ -149,6 +154,8 @@ def sample_sparse_xor(n, d, *, seed, xp=None, dtype=None):
         the noise bits (``integers(0, 2, (n, d − 2))``).
     xp : namespace, optional
         Where to put the arrays (default: ``NTKREF_BACKEND``).
+    device : device of ``xp``, optional
+        Default: ``NTKREF_DEVICE`` for the default namespace, else the namespace's default device.
     dtype : float64 (default) or float32 of ``xp``
         Exact in both (the entries are small integers).
 
@@ -162,7 +169,7 @@ def sample_sparse_xor(n, d, *, seed, xp=None, dtype=None):
     caller = "sample_sparse_xor"
     n = check_int(n, "n", caller=caller, low=0)
     d = check_int(d, "d", caller=caller, low=3)
-    xp, dtype = _out_namespace(xp, dtype)
+    xp, dtype, device = _out_namespace(xp, dtype, device)
     rng = _rng(seed)
     atom = rng.integers(0, 4, size=n)
     noise = 2.0 * rng.integers(0, 2, size=(n, d - 2)) - 1.0
@@ -172,29 +179,33 @@ def sample_sparse_xor(n, d, *, seed, xp=None, dtype=None):
     signal[:, 1] = np.where(atom >= 2, sign, 0.0)
     X = np.concatenate([signal, noise], axis=1)
     y = np.where(atom < 2, 1.0, -1.0)
-    return xp.asarray(X, dtype=dtype), xp.asarray(y, dtype=dtype)
+    return xp.asarray(X, dtype=dtype, device=device), xp.asarray(y, dtype=dtype, device=device)
 
 
-def sample_hypercube(m, k, *, seed, xp=None, dtype=None):
-    """m i.i.d. uniform points of {−1, +1}^k, shape (m, k) (the z of App. B.1 has k = d − 2)."""
+def sample_hypercube(m, k, *, seed, xp=None, dtype=None, device=None):
+    """m i.i.d. uniform points of {−1, +1}^k, shape (m, k) (the z of App. B.1 has k = d − 2).
+
+    Drawn on the host (``integers(0, 2, (m, k))`` of ``seed``) and copied to ``xp`` on ``device`` (defaults as in
+    :func:`sample_sparse_xor`)."""
     m = check_int(m, "m", caller="sample_hypercube", low=0)
     k = check_int(k, "k", caller="sample_hypercube", low=1)
-    xp, dtype = _out_namespace(xp, dtype)
+    xp, dtype, device = _out_namespace(xp, dtype, device)
     z = 2.0 * _rng(seed).integers(0, 2, size=(m, k)) - 1.0
-    return xp.asarray(z, dtype=dtype)
+    return xp.asarray(z, dtype=dtype, device=device)
 
 
-def hypercube(k, *, xp=None, dtype=None):
+def hypercube(k, *, xp=None, dtype=None, device=None):
     """All 2^k points of {−1, +1}^k, shape (2^k, k), in binary order (row j has −1 where bit of j is 1).
 
     With z = ``hypercube(d − 2)`` the orbit statistics of :func:`orbit_error_bound` are *exact*
-    population quantities under 𝒟.  k ≤ 24 (2^24 rows).
+    population quantities under 𝒟.  k ≤ 24 (2^24 rows).  In ``xp`` on ``device`` (defaults as in
+    :func:`sample_sparse_xor`).
     """
     k = check_int(k, "k", caller="hypercube", low=0, high=24)
-    xp, dtype = _out_namespace(xp, dtype)
+    xp, dtype, device = _out_namespace(xp, dtype, device)
     j = np.arange(2**k)[:, None]
     bits = (j >> np.arange(k - 1, -1, -1)[None, :]) & 1
-    return xp.asarray(1.0 - 2.0 * bits, dtype=dtype)
+    return xp.asarray(1.0 - 2.0 * bits, dtype=dtype, device=device)
 
 
 def _check_z(z, caller, xp=None, dtype=None):

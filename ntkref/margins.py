@@ -62,7 +62,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ._backend import device_of, namespace, to_numpy
+from ._backend import asarray, default_device, default_namespace, device_of, is_array, namespace, to_numpy
 from ._validation import InvalidParameterError, check_array, check_int, check_labels, check_option, check_real
 
 __all__ = [
@@ -87,7 +87,13 @@ __all__ = [
 
 
 # --------------------------------------------------------------------------- labels and margins
-def _check_targets(y, n, n_outputs, loss, caller, xp, dtype):
+def _check_targets(y, n, n_outputs, loss, caller, xp, dtype, like=None):
+    """Targets for ``loss``; Python lists are created on the device of ``like`` (the net's outputs or x)."""
+    if like is not None and y is not None and not is_array(y):
+        try:
+            y = asarray(y, like=like)
+        except Exception:  # noqa: BLE001 - let the checks below report what is wrong with y
+            pass
     if loss == "squared":
         if n_outputs != 1:
             raise InvalidParameterError(f"{caller}: the squared loss (Thm B.9) needs a scalar-output net.")
@@ -96,7 +102,7 @@ def _check_targets(y, n, n_outputs, loss, caller, xp, dtype):
         y = check_labels(check_array(y, "y", caller=caller, ndim=1, xp=xp, shape=(n,), dtype=dtype), "y",
                          caller=caller)
         return y
-    yy = xp.asarray(y)
+    yy = xp.asarray(y) if is_array(y) else xp.asarray(y, device=None if like is None else device_of(like))
     if yy.ndim != 1 or yy.shape[0] != n:
         raise InvalidParameterError(f"The 'y' parameter of {caller} must have shape ({n},); got {tuple(yy.shape)}.")
     if xp.isdtype(yy.dtype, "real floating"):
@@ -135,7 +141,7 @@ def margins(net, params, x, y):
     caller = "margins"
     f = net.apply(params, x)
     xp = namespace(f)
-    y = _check_targets(y, f.shape[0], net.n_outputs, "logistic", caller, xp, f.dtype)
+    y = _check_targets(y, f.shape[0], net.n_outputs, "logistic", caller, xp, f.dtype, like=f)
     return _margins_from_outputs(f, y, xp)
 
 
@@ -231,7 +237,7 @@ def _loss(net, params, x, y, lam, r, loss, caller, need_grad):
         def pullback(c):
             return net.vjp(params, x, c)
     xp = namespace(f)
-    y = _check_targets(y, f.shape[0], net.n_outputs, loss, caller, xp, f.dtype)
+    y = _check_targets(y, f.shape[0], net.n_outputs, loss, caller, xp, f.dtype, like=f)
     return _objective(net, params, f, pullback, y, lam, r, loss, xp, need_grad)
 
 
@@ -331,10 +337,11 @@ def train_regularized(net, params0, x, y, lam, *, r=2.0, steps=1000, lr=0.1, los
     params = [xp.asarray(W) for W in params0]
     x = check_array(x, "x", caller=caller, ndim=2, xp=xp, dtype=params[0].dtype)
     f0 = net.apply(params, x)  # validates params and x against the net
-    y = _check_targets(y, f0.shape[0], net.n_outputs, loss, caller, xp, f0.dtype)
+    y = _check_targets(y, f0.shape[0], net.n_outputs, loss, caller, xp, f0.dtype, like=f0)
     record = TrainingRecord(method=method, lam=lam, r=r, loss=loss)
 
-    def note(step, value, ps):
+    def note(step, value, ps, data_x, data_y):
+        # ps and (data_x, data_y) live together: on the parameters' device for GD, on the host for L-BFGS
         record.steps.append(int(step))
         record.objective.append(float(value))
         nrm = float(net.norm(ps))
@@ -342,7 +349,7 @@ def train_regularized(net, params0, x, y, lam, *, r=2.0, steps=1000, lr=0.1, los
         if loss == "squared" or nrm == 0:
             record.normalized_margin.append(float("nan"))
         else:
-            record.normalized_margin.append(float(normalized_margin(net, ps, x, y)))
+            record.normalized_margin.append(float(normalized_margin(net, ps, data_x, data_y)))
 
     if method == "gd":
         lr = check_real(lr, "lr", caller=caller, low=0.0, closed="neither")
@@ -351,12 +358,12 @@ def train_regularized(net, params0, x, y, lam, *, r=2.0, steps=1000, lr=0.1, los
         for t in range(steps):
             value, grads = _fast_loss(net, params, x, y, lam, r, loss, xp, need_grad=True)
             if t % every == 0:
-                note(t, value, params)
+                note(t, value, params, x, y)
             params = [W - lr * g for W, g in zip(params, grads)]
         value, _ = _loss(net, params, x, y, lam, r, loss, caller, need_grad=False)
         if not math.isfinite(float(value)):
             raise InvalidParameterError(f"{caller}: gradient descent diverged (objective {float(value)}); lower 'lr'.")
-        note(steps, value, params)
+        note(steps, value, params, x, y)
         record.n_iterations = steps
         record.converged = False
         record.message = f"{steps} gradient steps"
@@ -393,15 +400,15 @@ def train_regularized(net, params0, x, y, lam, *, r=2.0, steps=1000, lr=0.1, los
         counter[0] += 1
         if counter[0] % every == 0:
             ps = unpack(v)
-            note(counter[0], _loss(net, ps, host_x, host_y, lam, r, loss, caller, need_grad=False)[0], ps)
+            note(counter[0], _loss(net, ps, host_x, host_y, lam, r, loss, caller, need_grad=False)[0], ps, host_x, host_y)
 
     v0 = np.concatenate([np.asarray(W).ravel() for W in host_params])
-    note(0, fun(v0)[0], unpack(v0))
+    note(0, fun(v0)[0], unpack(v0), host_x, host_y)
     res = minimize(fun, v0, jac=True, method="L-BFGS-B", callback=callback,
                    options={"maxiter": max(steps, 1), "maxfun": 4 * max(steps, 1), "gtol": gtol, "ftol": 0.0,
                             "maxcor": 30})
     final = unpack(res.x)
-    note(int(res.nit), fun(res.x)[0], final)
+    note(int(res.nit), fun(res.x)[0], final, host_x, host_y)
     record.n_iterations = int(res.nit)
     record.converged = bool(res.success)
     record.message = str(res.message)
@@ -478,7 +485,7 @@ def linear_max_margin(x, y, *, n_classes=None):
         G = yh[:, None] * xh
     else:
         n_classes = check_int(n_classes, "n_classes", caller=caller, low=2)
-        yh = to_numpy(_check_targets(y, n, n_classes, "logistic", caller, xp, x.dtype)).astype(int)
+        yh = to_numpy(_check_targets(y, n, n_classes, "logistic", caller, xp, x.dtype, like=x)).astype(int)
         rows = []
         for i in range(n):
             for j in range(n_classes):
@@ -691,16 +698,18 @@ def relu_features(x, directions):
     return xp.maximum(z, xp.zeros_like(z))
 
 
-def circle_directions(K, *, offset=0.0, xp=None, dtype=None):
+def circle_directions(K, *, offset=0.0, xp=None, dtype=None, device=None):
     r"""K evenly spaced unit vectors (cos φ_k, sin φ_k), φ_k = offset + 2πk/K: the dictionary of App. F.4
-    ("1000 evenly spaced values of (w, b)" with w² + b² = 1).  Shape (K, 2)."""
-    from ._backend import default_namespace
-
+    ("1000 evenly spaced values of (w, b)" with w² + b² = 1).  Shape (K, 2), in ``xp`` (default: the
+    ``NTKREF_BACKEND`` namespace) on ``device`` (default: ``NTKREF_DEVICE`` for the default namespace)."""
     K = check_int(K, "K", caller="circle_directions", low=1)
     offset = check_real(offset, "offset", caller="circle_directions")
-    xp = default_namespace() if xp is None else xp
+    default_xp = default_namespace()
+    xp = default_xp if xp is None else xp
+    if device is None and xp is default_xp:
+        device = default_device()
     dtype = xp.float64 if dtype is None else dtype
-    phi = offset + (2.0 * math.pi / K) * xp.astype(xp.arange(K), dtype)
+    phi = offset + (2.0 * math.pi / K) * xp.astype(xp.arange(K, device=device), dtype)
     return xp.stack([xp.cos(phi), xp.sin(phi)], axis=1)
 
 

@@ -68,7 +68,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ._backend import default_namespace, device_of, namespace
+from ._backend import default_device, default_namespace, device_of, namespace
 from ._compat import eigh
 from ._validation import (
     InvalidParameterError,
@@ -320,8 +320,9 @@ def sphere_uniform(n_points, dim, seed, *, antithetic=False, xp=None, dtype=None
     With ``antithetic=True`` (``n_points`` even) the second half is the first with column 0 (the output
     weight w) negated: the set is then exactly invariant under w ↦ −w, as U^d is, so its re-injection adds
     nothing to ∫Φ dρ (only λ·mass to ∫V dρ).  Drawn on the host with ``numpy.random.default_rng(seed)``.
-    Returns shape (n_points, dim) in ``xp`` (default namespace if None) on ``device`` (default device if
-    None), float64 unless ``dtype``.
+    Returns shape (n_points, dim) in ``xp`` (default namespace if None) on ``device`` (if None: the default
+    device ``NTKREF_DEVICE`` when ``xp`` is the default namespace, else the namespace's own default), float64
+    unless ``dtype``.
     """
     import numpy as np  # host-side seeded draw
 
@@ -338,7 +339,10 @@ def sphere_uniform(n_points, dim, seed, *, antithetic=False, xp=None, dtype=None
         pts = np.concatenate([half, flipped], axis=0)
     else:
         pts = _unit_rows(rng.standard_normal((n_points, dim)))
-    xp = default_namespace() if xp is None else xp
+    default_xp = default_namespace()
+    xp = default_xp if xp is None else xp
+    if device is None and xp is default_xp:
+        device = default_device()
     return xp.asarray(pts, dtype=xp.float64 if dtype is None else dtype, device=device)
 
 

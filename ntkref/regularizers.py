@@ -549,7 +549,7 @@ def train_regularized(net, params, x, y, *, zeta, lr, steps, kernel=None, subset
         if zeta > 0:
             pen, cot_reg = penalty_and_cotangent(p, f)
         else:
-            pen = xp.asarray(float("nan"), dtype=dtype)
+            pen = xp.asarray(float("nan"), dtype=dtype, device=device_of(x))
         if k % every == 0 or k == steps:
             record(k, p, f, pen)
         if k == steps:
@@ -561,7 +561,7 @@ def train_regularized(net, params, x, y, *, zeta, lr, steps, kernel=None, subset
 
     stack = lambda v: xp.stack(v) if v else None  # noqa: E731
     return RegularizedTrajectory(
-        steps=xp.asarray(rec["steps"]), objective=stack(rec["objective"]), mse=stack(rec["mse"]),
+        steps=xp.asarray(rec["steps"], device=device_of(x)), objective=stack(rec["objective"]), mse=stack(rec["mse"]),
         penalty=stack(rec["penalty"]), f_train=stack(rec["f_train"]), f_test=stack(rec["f_test"]), params=p,
     )
 

@@ -79,7 +79,7 @@ import numpy as np
 
 from . import adversarial as _adv
 from . import losses as _losses
-from ._backend import default_namespace, device_of, namespace, to_numpy
+from ._backend import default_device, default_namespace, device_of, namespace, to_numpy
 from ._compat import erf
 from ._validation import InvalidParameterError, check_array, check_int, check_labels, check_option, check_real
 
@@ -144,11 +144,15 @@ class LinearModel:
     def n_params(self):
         return self.d_in
 
-    def init(self, seed, *, xp=None, dtype=None):
-        """θ ~ N(0, I_d) from ``numpy.random.default_rng(seed)``, as ``[(θ[:, None], None)]``."""
+    def init(self, seed, *, xp=None, dtype=None, device=None):
+        """θ ~ N(0, I_d) from ``numpy.random.default_rng(seed)``, as ``[(θ[:, None], None)]``.
+
+        Drawn on the host and copied to ``xp`` (default: the ``NTKREF_BACKEND`` namespace) on ``device`` (default:
+        ``NTKREF_DEVICE`` when ``xp`` is the default namespace, else the namespace's default device)."""
         rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-        xp = default_namespace() if xp is None else xp
-        return [(xp.asarray(rng.standard_normal((self.d_in, 1)), dtype=xp.float64 if dtype is None else dtype), None)]
+        xp, device = _target(xp, device)
+        return [(xp.asarray(rng.standard_normal((self.d_in, 1)), dtype=xp.float64 if dtype is None else dtype,
+                            device=device), None)]
 
     @staticmethod
     def from_direction(theta):
@@ -196,6 +200,16 @@ class LinearModel:
     def input_gradient(self, params, x):
         xp, x = self._check(params, x)
         return xp.zeros_like(x) + xp.reshape(params[0][0], (1, -1))
+
+
+def _target(xp, device):
+    """(namespace, device) for arrays created from host draws: ``xp=None`` is the default namespace, and ``device=None``
+    the default device (``NTKREF_DEVICE``) whenever the namespace is the default one."""
+    default_xp = default_namespace()
+    xp = default_xp if xp is None else xp
+    if device is None and xp is default_xp:
+        device = default_device()
+    return xp, device
 
 
 # ==================================================================================================
@@ -278,7 +292,7 @@ def _topk_masks(scores, shapes, density, scope, caller, like, tiebreak=None):
         return xp.astype(rank < k, like.dtype)
 
     def flat(arrs):
-        return xp.concat([xp.reshape(xp.asarray(a, dtype=like.dtype), (-1,)) for a in arrs])
+        return xp.concat([xp.reshape(xp.asarray(a, dtype=like.dtype, device=device_of(like)), (-1,)) for a in arrs])
 
     if scope == "global":
         keep = keep_top(flat(scores), None if tiebreak is None else flat(tiebreak))
@@ -724,7 +738,8 @@ def linear_awt_objective(theta0, mask, x, y, *, eps, gamma=1.0, student=None):
     gamma = check_real(gamma, "gamma", caller=caller, low=0.0)
     if isinstance(mask, (list, tuple)):
         mask = mask[0]
-    m = check_array(xp.reshape(xp.asarray(mask), (-1,)), "mask", caller=caller, xp=xp, shape=(d,), dtype=theta0.dtype)
+    m = check_array(xp.reshape(xp.asarray(mask, device=device_of(theta0)), (-1,)), "mask", caller=caller, xp=xp,
+                    shape=(d,), dtype=theta0.dtype)
     if not bool(xp.all((m == 0) | (m == 1))):
         raise InvalidParameterError(f"The 'mask' parameter of {caller} must contain only 0 and 1.")
     w = theta0 if student is None else check_array(student, "student", caller=caller, ndim=1, xp=xp, shape=(d,))
@@ -980,12 +995,13 @@ def normal_cdf(z):
     return 0.5 * (1.0 + erf(z / math.sqrt(2.0), xp))
 
 
-def gaussian_mixture(n, d=100, *, mu_norm=3.0, sigma=1.0, seed=None, xp=None, dtype=None):
+def gaussian_mixture(n, d=100, *, mu_norm=3.0, sigma=1.0, seed=None, xp=None, dtype=None, device=None):
     r"""Sample the mixture ½N(μ, σ²I) + ½N(−μ, σ²I) of seed 003 §3.2.3 with μ = (‖μ‖, 0, …, 0).
 
     y ~ uniform{−1, +1}, x = yμ + σ·ξ, ξ ~ N(0, I_d) (μ₊ = μ = −μ₋, so μ = ½(μ₊ − μ₋) as in (3.15)).
     The seed's Table 3.1 uses n = 5000, d = 100, ‖μ‖ = 3, σ = 1.  Returns (x (n, d), y (n,), μ (d,)), drawn
-    with ``numpy.random.default_rng(seed)`` and moved to ``xp`` (default: the ``NTKREF_BACKEND`` namespace).
+    with ``numpy.random.default_rng(seed)`` and moved to ``xp`` (default: the ``NTKREF_BACKEND`` namespace) on
+    ``device`` (default: ``NTKREF_DEVICE`` for the default namespace).
     """
     caller = "gaussian_mixture"
     n = check_int(n, "n", caller=caller, low=1)
@@ -993,13 +1009,14 @@ def gaussian_mixture(n, d=100, *, mu_norm=3.0, sigma=1.0, seed=None, xp=None, dt
     mu_norm = check_real(mu_norm, "mu_norm", caller=caller, low=0.0)
     sigma = check_real(sigma, "sigma", caller=caller, low=0.0, closed="neither")
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-    xp = default_namespace() if xp is None else xp
+    xp, device = _target(xp, device)
     dtype = xp.float64 if dtype is None else dtype
     y = np.where(rng.random(n) < 0.5, -1.0, 1.0)
     mu = np.zeros(d)
     mu[0] = mu_norm
     x = y[:, None] * mu[None, :] + sigma * rng.standard_normal((n, d))
-    return xp.asarray(x, dtype=dtype), xp.asarray(y, dtype=dtype), xp.asarray(mu, dtype=dtype)
+    return (xp.asarray(x, dtype=dtype, device=device), xp.asarray(y, dtype=dtype, device=device),
+            xp.asarray(mu, dtype=dtype, device=device))
 
 
 def _scaled(v, xp):
@@ -1090,7 +1107,7 @@ def svm_direction(x, y, *, lam=None, C=1.0, mask=None):
     if y.shape[0] != x.shape[0]:
         raise InvalidParameterError(f"The 'y' parameter of {caller} must have {x.shape[0]} entries.")
     lam = 1.0 / check_real(C, "C", caller=caller, low=0.0, closed="neither") if lam is None else lam
-    xm = x if mask is None else x * xp.reshape(xp.asarray(mask, dtype=x.dtype), (1, -1))
+    xm = x if mask is None else x * xp.reshape(xp.asarray(mask, dtype=x.dtype, device=device_of(x)), (1, -1))
     K = xm @ xp.matrix_transpose(xm)
     alpha = machines.fit(K, y, "hinge", lam)
     return xp.matrix_transpose(xm) @ alpha
@@ -1265,7 +1282,8 @@ def adversarial_linear_direction(x, y, eps, *, norm="l2", mask=None, tol=1e-12, 
     if mask is None:
         keep = np.arange(d)
     else:
-        m = to_numpy(check_array(xp.reshape(xp.asarray(mask), (-1,)), "mask", caller=caller, xp=xp, shape=(d,)))
+        m = to_numpy(check_array(xp.reshape(xp.asarray(mask, device=device_of(x)), (-1,)), "mask", caller=caller, xp=xp,
+                                 shape=(d,)))
         if not np.all((m == 0) | (m == 1)):
             raise InvalidParameterError(f"The 'mask' parameter of {caller} must contain only 0 and 1.")
         keep = np.flatnonzero(m)

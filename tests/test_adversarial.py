@@ -734,3 +734,89 @@ def test_loss_gradient_lipschitz_constants_of_3_46(xp, asxp, tonp):
     one = asxp(np.array([1.0]))
     jump = tonp(hinge.derivative(asxp(np.array([1 - 1e-9])), one) - hinge.derivative(asxp(np.array([1 + 1e-9])), one))
     assert abs(jump[0]) == 1.0  # |Δl′| = 1 over |Δz| = 2e-9
+
+
+# ---------------------------------------------------------------------------------------------
+# device placement: every public function, inputs on array_api_strict's second device
+# ---------------------------------------------------------------------------------------------
+def _device1():
+    strict = pytest.importorskip("array_api_strict")
+    return strict, strict.Device("device1")
+
+
+def _arrays_in(obj):
+    """Every array inside a result (tuples, lists, dicts, dataclasses)."""
+    import dataclasses
+
+    import array_api_compat
+
+    if array_api_compat.is_array_api_obj(obj):
+        yield obj
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            yield from _arrays_in(v)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            yield from _arrays_in(v)
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        for f in dataclasses.fields(obj):
+            yield from _arrays_in(getattr(obj, f.name))
+
+
+def _adv_calls(strict, dev):
+    rng = np.random.default_rng(0)
+    on = lambda a: strict.asarray(np.asarray(a, dtype=np.float64), device=dev)  # noqa: E731
+    net = nets.FullyConnected(3, 5, depth=2, b_std=0.3)
+    params = net.init(0, xp=strict, device=dev)
+    x, y = on(rng.normal(size=(4, 3))), on([1.0, -1.0, 1.0, -1.0])
+    xa = x + on(0.1 * rng.normal(size=(4, 3)))
+    grad = adv.loss_input_gradient(net, params, "logistic")
+    logits, labels = on(rng.normal(size=(4, 3))), on([0.0, 2.0, 1.0, 1.0])
+    return {
+        "input_gradient": lambda: adv.input_gradient(net, params, x),
+        "loss_input_gradient": lambda: grad(x, y),
+        "fgsm": lambda: adv.fgsm(grad, x, y, eps=0.1, norm="l2"),
+        "pgd": lambda: adv.pgd(grad, x, y, eps=0.1, step_size=0.05, steps=2, norm="linf", random_start=True, seed=0,
+                               return_path=True),
+        "project_ball": lambda: adv.project_ball(xa, x, 0.05, "l2"),
+        "mixed_tangent_kernel": lambda: adv.mixed_tangent_kernel(net, params, x, xa),
+        "mixed_tangent_kernel_diagonal": lambda: adv.mixed_tangent_kernel_diagonal(net, params, x, xa),
+        "mtk_output_change": lambda: adv.mtk_output_change(net, params, x, xa, y, "logistic", lr=0.1),
+        "adversarial_gradient_step": lambda: adv.adversarial_gradient_step(net, params, xa, y, "logistic", lr=0.1),
+        "adversarial_training": lambda: adv.adversarial_training(net, params, x, y, "logistic", eps=0.1, lr=0.1,
+                                                                 steps=2, attack_steps=2, random_start=True, seed=0,
+                                                                 x_test=xa, record_mtk=True),
+        "robust_accuracy": lambda: adv.robust_accuracy(net, params, x, y, eps=0.1, steps=2),
+        "log_softmax": lambda: adv.log_softmax(logits),
+        "softmax": lambda: adv.softmax(logits),
+        "softmax_cross_entropy": lambda: adv.softmax_cross_entropy(logits, labels),
+        "softmax_cross_entropy_gradient": lambda: adv.softmax_cross_entropy_gradient(logits, labels),
+    }
+
+
+# public names that take no arrays (scalars in, Python floats out) or are only returned (dataclasses)
+_ADV_NO_ARRAYS = {"attack_displacement_bound", "loss_gradient_lipschitz", "AdversarialTrajectory"}
+_ADV_CALLS = sorted(set(adv.__all__) - _ADV_NO_ARRAYS)
+
+
+def test_device_table_covers_the_public_api():
+    strict, dev = _device1()
+    assert set(_adv_calls(strict, dev)) == set(_ADV_CALLS)
+
+
+@pytest.mark.parametrize("name", _ADV_CALLS)
+def test_public_functions_keep_the_inputs_device(name):
+    """Inputs on array_api_strict's device1 (which refuses implicit NumPy conversion, like a GPU): every array
+    returned is an array_api_strict array on device1 (runs in every backend mode, NumPy included)."""
+    import array_api_compat
+
+    strict, dev = _device1()
+    out = _adv_calls(strict, dev)[name]()
+    arrays = list(_arrays_in(out))
+    if name == "robust_accuracy":
+        assert isinstance(out, float) and not arrays
+    else:
+        assert arrays
+    for a in arrays:
+        assert array_api_compat.is_array_api_strict_namespace(array_api_compat.array_namespace(a)), type(a)
+        assert array_api_compat.device(a) == dev

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 from ntkref import InvalidParameterError
 from ntkref import distributions as D
+from ntkref._backend import to_numpy  # explicit host copies in tests without the tonp fixture
 from ntkref.kernels import wei_k1_k2, wei_kernel
 from validation.seed002_kernel_vs_net import loss_and_gradient, loss_upper_bound, net_apply, train_net, train_regularized_net
 
@@ -88,7 +89,7 @@ def test_population_margin_bound_per_orbit(d, seed, xp, tonp):
     u /= np.linalg.norm(u, axis=1, keepdims=True)
     z = D.sample_hypercube(128, d - 2, seed=rng, xp=xp)
     orbit = tonp(D.sign_orbit(z))  # (4, M, d)
-    lab = np.asarray(D.ORBIT_LABELS)
+    lab = np.array(D.ORBIT_LABELS)
     avg = np.einsum("o,omk->mk", lab, np.maximum(orbit @ u.T, 0)) / 4  # (M, 64)
     assert np.all(avg <= np.abs(u[:, 0])[None, :] / 4 + 1e-12)
 
@@ -109,16 +110,16 @@ def test_sign_orbit_and_hypercube(xp, tonp):
     assert np.array_equal(H.sum(axis=0), np.zeros(6))
 
 
-def test_bad_inputs(xp, asxp):
+def test_bad_inputs(xp, asxp, xdev):
     X, y = D.sample_sparse_xor(10, 5, seed=0, xp=xp)
     with pytest.raises(InvalidParameterError, match="'d'"):
         D.sample_sparse_xor(10, 2, seed=0)
     with pytest.raises(InvalidParameterError, match="'n'"):
         D.sample_sparse_xor(-1, 5, seed=0)
     with pytest.raises(InvalidParameterError, match="'z'"):
-        D.orbit_error_bound(X, xp.zeros(10, dtype=xp.float64), asxp(np.ones((4, 4))))
+        D.orbit_error_bound(X, xp.zeros(10, dtype=xp.float64, device=xdev), asxp(np.ones((4, 4))))
     with pytest.raises(InvalidParameterError, match="'beta'"):
-        D.lemma_b2_functions(X, xp.zeros(9, dtype=xp.float64), asxp(np.ones((4, 3))))
+        D.lemma_b2_functions(X, xp.zeros(9, dtype=xp.float64, device=xdev), asxp(np.ones((4, 3))))
     Xn = np.ones((10, 5))
     Xn[0, 0] = np.nan
     with pytest.raises(InvalidParameterError, match="NaN"):
@@ -183,7 +184,7 @@ def test_ntk_closed_form_vs_monte_carlo_of_the_net(r_w, r_u, asxp, tonp):
     rng = np.random.default_rng(11)
     d = 6
     X, _ = D.sample_sparse_xor(4, d, seed=5)
-    X = np.asarray(X)
+    X = tonp(X)
     pts = np.vstack([X, -X[:1], rng.normal(size=(2, d))])
     m = 200_000
     u = rng.normal(size=(m, d)) * r_u
@@ -299,9 +300,9 @@ def test_f_hat_approximates_f_tilde(d, n, seed, r_w, r_u, xp, asxp, tonp):
     X, _ = D.sample_sparse_xor(n, d, seed=rng)
     beta = rng.normal(size=n) * rng.uniform(0.1, 10)
     z = D.sample_hypercube(64, d - 2, seed=rng)
-    nu = np.asarray(z) @ np.asarray(X)[:, 2:].T / (d - 1)
+    nu = tonp(z) @ tonp(X)[:, 2:].T / (d - 1)
     ok = np.all(np.abs(nu) <= 0.75, axis=1)
-    vals = D.lemma_b2_functions(asxp(np.asarray(X)), asxp(beta), asxp(np.asarray(z)), r_w=r_w, r_u=r_u)
+    vals = D.lemma_b2_functions(asxp(tonp(X)), asxp(beta), asxp(tonp(z)), r_w=r_w, r_u=r_u)
     f_tilde, f_hat = tonp(vals.f_tilde), tonp(vals.f_hat)
     t1, t2 = r_w**2 / 2, r_u**2 / 2
     scale = (d - 1) * (t1 + t2) * np.sum(np.abs(beta))
@@ -321,7 +322,7 @@ def test_lemma_b8_by_enumeration(k, n, p, q, seed):
     rng = np.random.default_rng(seed)
     zi = rng.choice([-1.0, 1.0], size=(n, k))
     beta = rng.normal(size=n) * 10.0 ** rng.uniform(-3, 3)
-    Z = np.asarray(D.hypercube(k))
+    Z = to_numpy(D.hypercube(k))
     S = Z @ zi.T
     val = np.mean(((S**q) @ beta) * ((S**p) @ beta))
     scale = np.sum(np.abs(beta)) ** 2 * float(k) ** (p + q)
@@ -334,7 +335,7 @@ def test_fourier_coefficients_b12():
     """(B.12): E_z[(zᵀa)^q z^S] = c_{q,|S|}·a^S with c a nonnegative integer independent of a and of S (given |S|),
     0 for |S| > q or q − |S| odd.  Enumeration over {±1}^5 for 8 random a and every S."""
     k = 5
-    Z = np.asarray(D.hypercube(k))
+    Z = to_numpy(D.hypercube(k))
     rng = np.random.default_rng(13)
     A = rng.choice([-1.0, 1.0], size=(8, k))
     subsets = [s for r in range(k + 1) for s in itertools.combinations(range(k), r)]
@@ -357,7 +358,7 @@ def test_fourier_coefficients_b12():
 def test_fourth_moment_identity_erratum(k):
     """Lemma B.6 erratum: E_z[(zᵀa)²(zᵀb)²] = k² + 2(aᵀb)² − 2k; the printed E[z^{⊗2}z^{⊗2ᵀ}] = 1_S1_Sᵀ + I_off
     gives k² + (aᵀb)² − k and fails whenever (aᵀb)² ≠ k; the matrix is 1_S1_Sᵀ + (I + P_swap) off S."""
-    Z = np.asarray(D.hypercube(k))
+    Z = to_numpy(D.hypercube(k))
     rng = np.random.default_rng(k)
     A = rng.choice([-1.0, 1.0], size=(12, k))
     P = Z @ A.T
@@ -392,7 +393,7 @@ def test_quadratic_feature_gram_identity(xp, asxp, tonp):
     G = tonp(D.quadratic_feature_gram(asxp(zi)))
     feats = np.einsum("na,nb->nab", zi, zi)[:, ~np.eye(k, dtype=bool)]
     assert np.allclose(G, feats @ feats.T, atol=1e-12)
-    Z = np.asarray(D.hypercube(k))
+    Z = tonp(D.hypercube(k))
     for _ in range(5):
         beta = rng.normal(size=n)
         lhs = np.mean(((Z @ zi.T) ** 2 @ beta) ** 2)
@@ -406,9 +407,9 @@ def test_lemma_b6_counterexample(n, xp, asxp, tonp):
     null(ÑᵀÑ) ∩ 1^⊥ exists and, with g(x) = x² (a₂ = 1), full enumeration of z ∈ {±1}⁶ gives
     E_z[(Σβᵢ(zᵀzᵢ)²)²] ≤ 1e-20 against the promised order k² = 36.  Contrast: n = 5 ≤ 0.15k² has λ_min > 0."""
     k = 6
-    Z = np.asarray(D.hypercube(k))
+    Z = tonp(D.hypercube(k))
     for seed in range(3):
-        zi = np.asarray(D.sample_hypercube(n, k, seed=100 + seed))
+        zi = tonp(D.sample_hypercube(n, k, seed=100 + seed))
         G = tonp(D.quadratic_feature_gram(asxp(zi)))
         w, V = np.linalg.eigh(G)
         null = V[:, w <= 1e-9 * w[-1]]
@@ -421,7 +422,7 @@ def test_lemma_b6_counterexample(n, xp, asxp, tonp):
         assert lhs <= 1e-20 * k**2
         # the corrected identity (B.9) explains it: k²(Σβ)² + 2βᵀÑᵀÑβ = 0
         assert k**2 * beta.sum() ** 2 + 2 * beta @ G @ beta <= 1e-12
-    zi = np.asarray(D.sample_hypercube(5, k, seed=7))
+    zi = tonp(D.sample_hypercube(5, k, seed=7))
     assert len({tuple(r) for r in np.vstack([zi, -zi])}) == 10  # distinct up to sign
     assert np.linalg.eigvalsh(tonp(D.quadratic_feature_gram(asxp(zi))))[0] >= 1.0
 
@@ -467,7 +468,7 @@ def test_quarter_agreement_inequality_every_draw(d, n, seed, data, r_w, r_u, asx
     beta = data.draw(_beta(n))
     X, _ = D.sample_sparse_xor(n, d, seed=seed)
     z = D.sample_hypercube(96, d - 2, seed=seed + 1)
-    Xx, bx, zx = asxp(np.asarray(X)), asxp(beta), asxp(np.asarray(z))
+    Xx, bx, zx = asxp(tonp(X)), asxp(beta), asxp(tonp(z))
     b = D.orbit_error_bound(Xx, bx, zx, r_w=r_w, r_u=r_u)
     err, agree = tonp(b.error_per_z), tonp(b.agree_per_z)
     assert np.all(err >= agree / 4)
@@ -545,13 +546,13 @@ def test_identity_b2_and_symmetrization_residuals(xp, asxp, tonp):
     d, n = 12, 9
     rng = np.random.default_rng(18)
     X, _ = D.sample_sparse_xor(n, d, seed=19)
-    X = np.asarray(X)
+    X = tonp(X)
     beta = rng.normal(size=n)
-    z = np.asarray(D.sample_hypercube(40, d - 2, seed=20))
+    z = tonp(D.sample_hypercube(40, d - 2, seed=20))
     r_w, r_u = 0.8, 1.4
     t1, t2 = r_w**2 / 2, r_u**2 / 2
     vals = D.lemma_b2_functions(asxp(X), asxp(beta), asxp(z), r_w=r_w, r_u=r_u)
-    o = np.asarray(D.sign_orbit(z))
+    o = tonp(D.sign_orbit(z))
     zt = np.hstack([np.zeros((n, 1)), np.ones((n, 1)), X[:, 2:]])
     oz = np.hstack([np.ones((40, 1)), np.zeros((40, 1)), z])
     T1, T2 = (tonp(a) for a in wei_k1_k2(asxp(oz), asxp(zt)))
@@ -575,10 +576,10 @@ def test_symmetrization_residual_size():
         M = 1000
         rng = np.random.default_rng(d)
         X, _ = D.sample_sparse_xor(M, d, seed=d)
-        X = np.asarray(X).copy()
+        X = to_numpy(X).copy()
         X[:, 0], X[:, 1] = rng.choice([-1.0, 1.0], M), 0.0
-        z = np.asarray(D.sample_hypercube(M, d - 2, seed=d + 1))
-        o = np.asarray(D.sign_orbit(z))
+        z = to_numpy(D.sample_hypercube(M, d - 2, seed=d + 1))
+        o = to_numpy(D.sign_orbit(z))
         a = np.hstack([np.zeros((M, 1)), np.ones((M, 1)), X[:, 2:]])
         b = np.hstack([np.ones((M, 1)), np.zeros((M, 1)), z])
         s = np.sum(X[:, 2:] * z, axis=1)
@@ -586,7 +587,7 @@ def test_symmetrization_residual_size():
         def ac(v):
             return np.arccos(v / (d - 1))
 
-        (A1, A2), (B1, B2), (T1, T2) = (tuple(np.diag(np.asarray(k)) for k in wei_k1_k2(P, Q))
+        (A1, A2), (B1, B2), (T1, T2) = (tuple(np.diag(to_numpy(k)) for k in wei_k1_k2(P, Q))
                                         for P, Q in ((X, o[0]), (X, o[1]), (a, b)))
         sum1 = A1 + B1
         b6 = (ac(-1 + s) - ac(1 + s)) / np.pi + s * (2 - ac(-1 + s) / np.pi - ac(1 + s) / np.pi)
@@ -619,9 +620,9 @@ def _exact_error(d, n, seed, r_w, r_u, method="min_norm", ridge=None, xp=None):
 
 def _net_error(d, n, seed, z_test):
     X, y = D.sample_sparse_xor(n, d, seed=seed)
-    U, w, loss = train_net(np.asarray(X), np.asarray(y), seed=seed)
-    o = np.asarray(D.sign_orbit(z_test)).reshape(-1, d)
-    lab = np.repeat(np.asarray(D.ORBIT_LABELS), len(o) // 4)
+    U, w, loss = train_net(to_numpy(X), to_numpy(y), seed=seed)
+    o = to_numpy(D.sign_orbit(z_test)).reshape(-1, d)
+    lab = np.repeat(np.array(D.ORBIT_LABELS), len(o) // 4)
     return float(np.mean(lab * net_apply(U, w, o) <= 0)), loss
 
 
@@ -686,7 +687,7 @@ def test_net_trainer_gradient_by_finite_differences():
         fd = (loss_and_gradient(U, w + e, x, y, lam)[0] - loss_and_gradient(U, w - e, x, y, lam)[0]) / (2 * h)
         assert abs(fd - gw[j]) <= 1e-7
     X, yy = D.sample_sparse_xor(40, 8, seed=28)
-    X, yy = np.asarray(X), np.asarray(yy)
+    X, yy = to_numpy(X), to_numpy(yy)
     losses = [train_regularized_net(X, yy, steps=s, seed=1)[2] for s in (0, 50, 200)]
     assert losses[0] > losses[1] > losses[2]
     # the library route (margins.train_regularized on HomogeneousNet, same initial draws) gives the same iterates
@@ -709,7 +710,7 @@ def test_end_to_end_separation_d20():
         X, y = D.sample_sparse_xor(n, d, seed=s)
         lam = None
         if method == "ridge":
-            lam = 2 * ridge * float(np.trace(np.asarray(wei_kernel(X, r_w=r_w, r_u=r_u)))) / n
+            lam = 2 * ridge * float(np.trace(to_numpy(wei_kernel(X, r_w=r_w, r_u=r_u)))) / n
         pred = D.fit_kernel_predictor(X, y, method=method, r_w=r_w, r_u=r_u, lam=lam)
         return D.orbit_error_bound(X, pred.beta, z, r_w=r_w, r_u=r_u).error
 
@@ -725,7 +726,7 @@ def test_end_to_end_separation_d20():
 
 
 @pytest.mark.slow
-def test_lemma_b2_agreement_is_large_below_d_squared():
+def test_lemma_b2_agreement_is_large_below_d_squared(asxp):
     """Lemma B.2 measured: for n = d²/16 at d = 30 the min-norm predictor's agreement P[sign f⁺ = sign f⁻] is
     ≥ 0.8 (inventory: 0.985) and for random Gaussian β ≥ 0.5; at n = 2d² the min-norm agreement is ≤ 0.05."""
     d = 30
@@ -733,7 +734,7 @@ def test_lemma_b2_agreement_is_large_below_d_squared():
     X, y = D.sample_sparse_xor(56, d, seed=22)
     pred = D.fit_kernel_predictor(X, y)
     assert D.orbit_error_bound(X, pred.beta, z).agreement >= 0.8
-    beta = np.random.default_rng(23).normal(size=56)
+    beta = asxp(np.random.default_rng(23).normal(size=56))
     assert D.orbit_error_bound(X, beta, z).agreement >= 0.5
     X, y = D.sample_sparse_xor(1800, d, seed=24)
     pred = D.fit_kernel_predictor(X, y)
@@ -751,3 +752,77 @@ def test_validation_quick_claims():
     assert sec.claims and not any(c.failed for c in sec.claims), [c.detail for c in sec.claims if c.failed]
     printed_b6 = [c for c in sec.claims if c.section == "Lemma B.6 (as printed)"]
     assert len(printed_b6) == 1 and printed_b6[0].known_difference and not printed_b6[0].holds
+
+
+# =========================================================================== device placement, every public function
+def _device1():
+    strict = pytest.importorskip("array_api_strict")
+    return strict, strict.Device("device1")
+
+
+def _arrays_in(obj):
+    """Every array inside a result (tuples and NamedTuples, lists, dicts, dataclasses)."""
+    import dataclasses
+
+    import array_api_compat
+
+    if array_api_compat.is_array_api_obj(obj):
+        yield obj
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            yield from _arrays_in(v)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            yield from _arrays_in(v)
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        for f in dataclasses.fields(obj):
+            if f.name != "machine":  # the solver's record, checked by ntkref.machines' own tests
+                yield from _arrays_in(getattr(obj, f.name))
+
+
+def _distribution_calls(strict, dev):
+    X, y = D.sample_sparse_xor(8, 5, seed=1, xp=strict, device=dev)
+    z = D.sample_hypercube(6, 3, seed=2, xp=strict, device=dev)
+    beta = strict.asarray(np.linspace(-1.0, 1.0, 8), device=dev)
+    pred = D.fit_kernel_predictor(X, y, method="ridge", lam=0.1)
+    return {
+        "sample_sparse_xor": lambda: D.sample_sparse_xor(5, 4, seed=0, xp=strict, device=dev),
+        "sample_hypercube": lambda: D.sample_hypercube(5, 3, seed=0, xp=strict, device=dev, dtype=strict.float32),
+        "hypercube": lambda: D.hypercube(3, xp=strict, device=dev),
+        "sign_orbit": lambda: D.sign_orbit(z),
+        "KernelPredictor": lambda: [pred.gram(X), pred.decision_function(X), pred(X),
+                                    D.KernelPredictor(x_train=X, beta=beta).decision_function(X)],
+        "fit_kernel_predictor": lambda: [D.fit_kernel_predictor(X, y, method=m, lam=0.1)
+                                         for m in D.PREDICTOR_METHODS],
+        "lemma_b2_functions": lambda: D.lemma_b2_functions(X, beta, z, r_w=0.5),
+        "orbit_error_bound": lambda: D.orbit_error_bound(X, beta, z),
+        "quadratic_feature_gram": lambda: D.quadratic_feature_gram(z),
+    }
+
+
+# public names that take no arrays (constants, scalar functions) or are only returned (result types)
+_D_NO_ARRAYS = {"ORBIT_LABELS", "PREDICTOR_METHODS", "OrbitValues", "OrbitBound", "lemma_b5_coefficients"}
+_D_CALLS = sorted(set(D.__all__) - _D_NO_ARRAYS)
+
+
+def test_device_table_covers_the_public_api():
+    strict, dev = _device1()
+    assert set(_distribution_calls(strict, dev)) == set(_D_CALLS)
+
+
+@pytest.mark.parametrize("name", _D_CALLS)
+def test_public_functions_keep_the_inputs_device(name):
+    """Inputs on array_api_strict's device1 (which refuses implicit NumPy conversion, like a GPU): every array
+    returned is an array_api_strict array on device1 (runs in every backend mode, NumPy included); error rates
+    come back as Python floats."""
+    import array_api_compat
+
+    strict, dev = _device1()
+    arrays = list(_arrays_in(_distribution_calls(strict, dev)[name]()))
+    assert arrays
+    for a in arrays:
+        assert array_api_compat.is_array_api_strict_namespace(array_api_compat.array_namespace(a)), type(a)
+        assert array_api_compat.device(a) == dev
+    if name == "KernelPredictor":
+        X, y = D.sample_sparse_xor(8, 5, seed=1, xp=strict, device=dev)
+        assert isinstance(D.fit_kernel_predictor(X, y).error_rate(X, y), float)

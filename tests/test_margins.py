@@ -285,7 +285,7 @@ def test_binary_equals_two_class_cross_entropy(xp, asxp, tonp, seed, q, big):
     y = rng.choice([-1.0, 1.0], n)
     if big:  # huge margins: rescale so that |f| ≈ 700
         f = tonp(net1.apply(params, asxp(x)))
-        c = (700.0 / np.max(np.abs(f))) ** (1.0 / q)
+        c = float((700.0 / np.max(np.abs(f))) ** (1.0 / q))  # a Python float: a NumPy scalar times a device array would convert it
         params = [c * W for W in params]
     head = asxp(np.array([[-0.5, 0.5]]))
     net2 = HomogeneousNet(d, 4, depth=q, n_outputs=2)
@@ -651,3 +651,79 @@ def test_linear_max_margin_scales_with_data(xp, asxp, s):
     g1 = M.linear_max_margin(asxp(x), asxp(y)).gamma
     g2 = M.linear_max_margin(asxp(s * x), asxp(y)).gamma
     assert abs(g2 - s * g1) <= 1e-10 * s * g1
+
+
+# =============================================================================================== device placement
+def _device1():
+    strict = pytest.importorskip("array_api_strict")
+    return strict, strict.Device("device1")
+
+
+def _arrays_in(obj):
+    """Every array inside a result (tuples, lists, dicts, dataclasses)."""
+    import dataclasses
+
+    import array_api_compat
+
+    if array_api_compat.is_array_api_obj(obj):
+        yield obj
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            yield from _arrays_in(v)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            yield from _arrays_in(v)
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        for f in dataclasses.fields(obj):
+            yield from _arrays_in(getattr(obj, f.name))
+
+
+def _margin_calls(strict, dev):
+    on = lambda a: strict.asarray(np.asarray(a, dtype=np.float64), device=dev)  # noqa: E731
+    x = on([[1.0, 0.2], [0.8, -0.3], [-1.0, 0.1], [-0.7, -0.4]])
+    y = on([1.0, 1.0, -1.0, -1.0])
+    y3 = strict.asarray([0, 1, 2, 1], device=dev)
+    net, net3 = HomogeneousNet(2, 3, depth=2), HomogeneousNet(2, 3, depth=2, n_outputs=3)
+    p, p3 = net.init(0, xp=strict, device=dev), net3.init(1, xp=strict, device=dev)
+    D = M.circle_directions(16, xp=strict, device=dev)
+    xs = on([[0.5, 1.0], [-0.5, 1.0], [0.0, 1.0]])
+    return {
+        "margins": lambda: [M.margins(net, p, x, y), M.margins(net3, p3, x, y3)],
+        "normalized_margin": lambda: [M.normalized_margin(net, p, x, y), M.normalized_margin(net3, p3, x, y3)],
+        "regularized_loss": lambda: [M.regularized_loss(net, p, x, y, 0.1), M.regularized_loss(net3, p3, x, y3, 0.1),
+                                     M.regularized_loss(net, p, x, y, 0.1, loss="squared")],
+        "regularized_loss_and_grad": lambda: M.regularized_loss_and_grad(net3, p3, x, y3, 0.1),
+        "train_regularized": lambda: [M.train_regularized(net, p, x, y, 0.1, steps=2, record_every=1),
+                                      M.train_regularized(net3, p3, x, y3, 0.1, steps=3, method="lbfgs",
+                                                          record_every=1)],
+        "linear_max_margin": lambda: [M.linear_max_margin(x, y), M.linear_max_margin(x, y3, n_classes=3)],
+        "relu_features": lambda: M.relu_features(x, D),
+        "circle_directions": lambda: M.circle_directions(8, offset=0.1, xp=strict, device=dev),
+        "l1_svm": lambda: M.l1_svm(xs, on([1.0, 1.0, -1.0]), D),
+        "l1_interpolation": lambda: M.l1_interpolation(xs, on([1.0, 0.5, -1.0]), D),
+    }
+
+
+# public names that take no arrays (scalars in, Python floats out) or are only returned (dataclasses)
+_M_NO_ARRAYS = {"margin_certificate", "margin_lower_bound", "width4_loss_upper_bound", "LinearMaxMargin", "L1Solution",
+                "MarginCertificate", "TrainingRecord"}
+_M_CALLS = sorted(set(M.__all__) - _M_NO_ARRAYS)
+
+
+def test_device_table_covers_the_public_api():
+    strict, dev = _device1()
+    assert set(_margin_calls(strict, dev)) == set(_M_CALLS)
+
+
+@pytest.mark.parametrize("name", _M_CALLS)
+def test_public_functions_keep_the_inputs_device(name):
+    """Inputs on array_api_strict's device1 (which refuses implicit NumPy conversion, like a GPU): every array
+    returned is an array_api_strict array on device1 (runs in every backend mode, NumPy included)."""
+    import array_api_compat
+
+    strict, dev = _device1()
+    arrays = list(_arrays_in(_margin_calls(strict, dev)[name]()))
+    assert arrays
+    for a in arrays:
+        assert array_api_compat.is_array_api_strict_namespace(array_api_compat.array_namespace(a)), type(a)
+        assert array_api_compat.device(a) == dev

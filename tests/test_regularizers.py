@@ -603,7 +603,7 @@ def test_dropped_logdet_varies_with_the_parameters_of_the_empirical_ntk(asxp, to
     assert abs(dropped[0] - dropped[1]) > 0.05  # a real change of the objective between the two parameter points
 
 
-def test_kolmogorov_consistency_of_the_priors(asxp, tonp, xp):
+def test_kolmogorov_consistency_of_the_priors(asxp, tonp, xp, xdev):
     """(2.53): the marginal on 𝓙 ⊂ 𝓘 of the prior built on X_𝓘 is the prior built on X_𝓙 (empirical NTK and 𝒦)."""
     rng = np.random.default_rng(10)
     X = rng.standard_normal((7, 3))
@@ -617,7 +617,7 @@ def test_kolmogorov_consistency_of_the_priors(asxp, tonp, xp):
     assert np.allclose(f64(tonp, Cm), f64(tonp, C_sub), rtol=1e-12, atol=1e-14)
     K_all = kernels.arora_ntk(asxp(X), depth=2)
     K_sub = kernels.arora_ntk(asxp(X[sub]), depth=2)
-    z = xp.zeros(7, dtype=xp.float64)
+    z = xp.zeros(7, dtype=xp.float64, device=xdev)
     _, Km = R.gaussian_marginal(z, K_all, sub)
     assert np.allclose(f64(tonp, Km), f64(tonp, K_sub), rtol=1e-12)
     # and the marginal density is the one scipy gives for the sub-vector
@@ -940,3 +940,102 @@ def test_wide_regularised_nets_approach_ntk_krr(asxp, tonp, xp):
     # m^{-1/2} predicts a factor 8 between m = 64 and 4096; require at least 3
     assert gaps[4096] < gaps[64] / 3
     assert gaps[4096] < 0.05
+
+
+# ====================================================================================== device placement
+def _device1():
+    strict = pytest.importorskip("array_api_strict")
+    return strict, strict.Device("device1")
+
+
+def _arrays_in(obj):
+    """Every array inside a result (tuples, lists, dicts, dataclasses)."""
+    import dataclasses
+
+    import array_api_compat
+
+    if array_api_compat.is_array_api_obj(obj):
+        yield obj
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            yield from _arrays_in(v)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            yield from _arrays_in(v)
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        for f in dataclasses.fields(obj):
+            yield from _arrays_in(getattr(obj, f.name))
+
+
+def _regularizer_calls(strict, dev):
+    rng = np.random.default_rng(2)
+    on = lambda a: strict.asarray(np.asarray(a, dtype=np.float64), device=dev)  # noqa: E731
+    n = 4
+    K, Kt = on(spd(n, 3, low=0.3)), on(rng.normal(size=(2, n)))
+    f, Y = on(rng.normal(size=n)), on(rng.normal(size=n))
+    net = FullyConnected(3, 6, depth=1, b_std=0.3)
+    params = net.init(0, xp=strict, device=dev)
+    x, xt = on(rng.normal(size=(n, 3))), on(rng.normal(size=(2, 3)))
+    Phi = on(rng.normal(size=(n, 6)))
+    times = on([0.0, 0.5, 2.0])
+    return {
+        "rkhs_norm_sq": lambda: R.rkhs_norm_sq(f, K, jitter=1e-3),
+        "rkhs_norm_sq_dual": lambda: R.rkhs_norm_sq_dual(f, K),
+        "krr_fit": lambda: R.krr_fit(K, Y, 0.1, jitter=1e-3),
+        "krr_predict": lambda: R.krr_predict(Kt, Y),
+        "krr_objective": lambda: R.krr_objective(f, Y, K, 0.1),
+        "krr_norm_bound": lambda: R.krr_norm_bound(Y, 0.1),
+        "sub_batch_term": lambda: R.sub_batch_term(f, K, [2, 0]),
+        "sub_batch_rkhs_norm": lambda: [R.sub_batch_rkhs_norm(f, K, 2, n_draws=3, seed=0),
+                                        R.sub_batch_rkhs_norm(f, K, 2, n_draws="all", scaled=False)],
+        "ntk_regularizer": lambda: [R.ntk_regularizer(net, params, x[:2, :], tau=0.5),
+                                    R.ntk_regularizer(net, params, x[:2, :], kernel=K[:2, :2], jitter=1e-3)],
+        "train_regularized": lambda: [R.train_regularized(net, params, x, Y, zeta=0.1, lr=0.1, steps=2, x_test=xt,
+                                                          record_every=1, subset_size=2, seed=0),
+                                      R.train_regularized(net, params, x, Y, zeta=0.0, lr=0.1, steps=1, kernel=K)],
+        "regularized_gd_linear": lambda: R.regularized_gd_linear(Phi, Y, 0.1, lr=0.01, steps=2, features_test=Phi),
+        "regularized_flow": lambda: [R.regularized_flow(K, Y, 0.1, times, f0=f, K_test=Kt, f0_test=on([0.1, 0.2])),
+                                     R.regularized_flow(K, Y, 0.1, times, K_test=Kt, printed=True),
+                                     R.regularized_flow(K, Y, 0.0, times, f0=f, K_test=Kt)],
+        "flow_gap_bound": lambda: R.flow_gap_bound(K, K + 0.01 * K, Y, 0.1),
+        "linearized_mse_flow": lambda: R.linearized_mse_flow(K, Y, times, K_test=Kt, reduction="mean"),
+        "linearized_prior": lambda: R.linearized_prior(f, Phi, 0.5),
+        "gaussian_logpdf": lambda: R.gaussian_logpdf(f, Y, K),
+        "fs_map_log_prior": lambda: [R.fs_map_log_prior(f, K, 0.5), R.fs_map_log_prior(f, K, 0.5, include_logdet=False)],
+        "gaussian_marginal": lambda: R.gaussian_marginal(f, K, [3, 1]),
+        "continual_learning_penalty": lambda: R.continual_learning_penalty(f, Y, K),
+        "fs_map_objective": lambda: R.fs_map_objective(f, Y, f[:2], K[:2, :2], 0.3),
+        "kernel_generalization_bound": lambda: R.kernel_generalization_bound(n, 0.1, r=4.0, Lam=1.0, gram_trace=K),
+        "ntk_regularized_generalization_bound": lambda: R.ntk_regularized_generalization_bound(
+            n, 0.1, Lam=1.0, C1=4.0, gram_trace=K),
+    }
+
+
+# public names that take no arrays (scalars in, Python floats out) or are only returned (dataclasses)
+_REG_NO_ARRAYS = {"tau_from_zeta", "Flow", "RegularizedTrajectory"}
+# take arrays, return Python floats
+_REG_FLOATS = {"krr_norm_bound", "flow_gap_bound", "kernel_generalization_bound", "ntk_regularized_generalization_bound"}
+_REG_CALLS = sorted(set(R.__all__) - _REG_NO_ARRAYS)
+
+
+def test_device_table_covers_the_public_api():
+    strict, dev = _device1()
+    assert set(_regularizer_calls(strict, dev)) == set(_REG_CALLS)
+
+
+@pytest.mark.parametrize("name", _REG_CALLS)
+def test_public_functions_keep_the_inputs_device(name):
+    """Inputs on array_api_strict's device1 (which refuses implicit NumPy conversion, like a GPU): every array
+    returned is an array_api_strict array on device1 (runs in every backend mode, NumPy included)."""
+    import array_api_compat
+
+    strict, dev = _device1()
+    out = _regularizer_calls(strict, dev)[name]()
+    arrays = list(_arrays_in(out))
+    if name in _REG_FLOATS:
+        assert isinstance(out, float) and not arrays
+    else:
+        assert arrays
+    for a in arrays:
+        assert array_api_compat.is_array_api_strict_namespace(array_api_compat.array_namespace(a)), type(a)
+        assert array_api_compat.device(a) == dev

@@ -787,3 +787,105 @@ def test_toy_end_to_end_awt_beats_svm(xp, tonp):
     assert float(sp.linear_gmm_adversarial_accuracy(theta_awt, mu, 1.0, 2.0)) >= float(
         sp.linear_gmm_adversarial_accuracy(theta_svm, mu, 1.0, 2.0))
     assert int(np.count_nonzero(tonp(theta_awt))) == 10
+
+
+# ------------------------------------------------------------------------------------ device placement
+def _device1():
+    strict = pytest.importorskip("array_api_strict")
+    return strict, strict.Device("device1")
+
+
+def _arrays_in(obj):
+    """Every array inside a result (tuples, lists, dicts, dataclasses)."""
+    import dataclasses
+
+    import array_api_compat
+
+    if array_api_compat.is_array_api_obj(obj):
+        yield obj
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            yield from _arrays_in(v)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            yield from _arrays_in(v)
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        for f in dataclasses.fields(obj):
+            yield from _arrays_in(getattr(obj, f.name))
+
+
+def _sparsity_calls(strict, dev):
+    rng = np.random.default_rng(1)
+    on = lambda a: strict.asarray(np.asarray(a, dtype=np.float64), device=dev)  # noqa: E731
+    net = FullyConnected(3, 4, depth=1, b_std=0.3)
+    params = net.init(0, xp=strict, device=dev)
+    x, y = on(rng.normal(size=(4, 3))), on([1.0, -1.0, 1.0, -1.0])
+    xa = x + on(0.1 * rng.normal(size=(4, 3)))
+    mask = sp.random_mask(params, 0.5, 0)
+    lin = sp.LinearModel(3)
+    lp = lin.init(0, xp=strict, device=dev)
+    theta, mu = on([1.0, 0.5, -0.2]), on([3.0, 0.0, 0.0])
+    m1 = on([1.0, 0.0, 1.0])
+    return {
+        "LinearModel": lambda: [lin.init(1, xp=strict, device=dev), lin.apply(lp, x), lin.features(lp, x)[:2],
+                                lin.jacobian(lp, x), lin.vjp(lp, x, y), lin.empirical_ntk(lp, x, xa),
+                                lin.input_gradient(lp, x), sp.LinearModel.from_direction(theta)],
+        "full_mask": lambda: sp.full_mask(params),
+        "apply_mask": lambda: sp.apply_mask(params, mask),
+        "magnitude_mask": lambda: [sp.magnitude_mask(params, 0.5), sp.magnitude_mask(params, 0.5, scope="layer")],
+        "random_mask": lambda: sp.random_mask(params, 0.5, 1, scope="layer"),
+        "mask_density": lambda: sp.mask_density(mask),
+        "masked_apply": lambda: sp.masked_apply(net, params, mask, x),
+        "masked_vjp": lambda: sp.masked_vjp(net, params, mask, x, y),
+        "masked_jacobian": lambda: sp.masked_jacobian(net, params, mask, x),
+        "masked_empirical_ntk": lambda: [sp.masked_empirical_ntk(net, params, mask, x, xa, method=m)
+                                         for m in ("factored", "jacobian")],
+        "awt_distances": lambda: sp.awt_distances(net, params, mask, x, xa, xa),
+        "awt_objective": lambda: sp.awt_objective(net, params, mask, x, y, eps=0.1, attack_steps=2),
+        "awt_objective_general": lambda: sp.awt_objective_general(net, params, mask, x, y, "logistic", eps=0.1,
+                                                                  attack_steps=2),
+        "awt_gradient": lambda: sp.awt_gradient(net, params, params, mask, x, xa, xa),
+        "awt_search": lambda: [sp.awt_search(net, params, x, y, 0.5, eps=0.1, steps=2, mask_every=1, attack_steps=1,
+                                             batch_size=2),
+                               sp.awt_search(net, params, x, y, 0.5, method="algorithm2", steps=2, mask_every=1)],
+        "masked_adversarial_training": lambda: sp.masked_adversarial_training(net, params, mask, x, y, eps=0.1, lr=0.1,
+                                                                              steps=2, attack_steps=1,
+                                                                              record_every=1),
+        "linear_awt_objective": lambda: sp.linear_awt_objective(theta, m1, x, y, eps=0.5),
+        "normal_cdf": lambda: sp.normal_cdf(theta),
+        "gaussian_mixture": lambda: sp.gaussian_mixture(5, 3, seed=0, xp=strict, device=dev),
+        "linear_gmm_accuracy": lambda: sp.linear_gmm_accuracy(theta, mu),
+        "linear_gmm_adversarial_accuracy": lambda: sp.linear_gmm_adversarial_accuracy(theta, mu, norm="linf"),
+        "direction_angle": lambda: sp.direction_angle(theta, mu),
+        "svm_direction": lambda: sp.svm_direction(x, y, mask=m1),
+        "adversarial_linear_direction": lambda: sp.adversarial_linear_direction(x, y, 0.1, mask=m1,
+                                                                                return_certificate=True),
+    }
+
+
+# public names that take no arrays (scalars in, Python floats out) or are only returned (dataclasses)
+_SP_NO_ARRAYS = {"awt_gap_bound", "awt_step_size", "AWTSearchResult", "AWTValue"}
+_SP_CALLS = sorted(set(sp.__all__) - _SP_NO_ARRAYS)
+
+
+def test_device_table_covers_the_public_api():
+    strict, dev = _device1()
+    assert set(_sparsity_calls(strict, dev)) == set(_SP_CALLS)
+
+
+@pytest.mark.parametrize("name", _SP_CALLS)
+def test_public_functions_keep_the_inputs_device(name):
+    """Inputs on array_api_strict's device1 (which refuses implicit NumPy conversion, like a GPU): every array
+    returned is an array_api_strict array on device1 (runs in every backend mode, NumPy included)."""
+    import array_api_compat
+
+    strict, dev = _device1()
+    out = _sparsity_calls(strict, dev)[name]()
+    arrays = list(_arrays_in(out))
+    if name in ("mask_density", "linear_awt_objective"):  # Python floats (AWTValue without attacked points)
+        assert not arrays
+    else:
+        assert arrays
+    for a in arrays:
+        assert array_api_compat.is_array_api_strict_namespace(array_api_compat.array_namespace(a)), type(a)
+        assert array_api_compat.device(a) == dev
