@@ -17,7 +17,7 @@ from ntkref import certify, nets
 from ntkref.data import N_DIGITS01, load_digits01
 
 from validation import __main__ as main_mod
-from validation import figureB2, table1, table2, table3
+from validation import figureA1, figureB2, table1, table2, table3
 from validation.common import HOST, Log, Settings, backend_description, host, on_backend
 from validation.data import EMBEDDED_N_TRAIN, load_task
 
@@ -179,6 +179,14 @@ def test_table2_and_table1_claims_hold_on_tiny_sizes():
     sec1 = table1.run(task, s, Log(quiet=True))
     assert set(sec1.results["rows"]) == {"hinge", "squared_hinge", "epsilon_insensitive", "squared", "logistic"}
     assert all(c.holds for c in sec1.claims), [c.detail for c in sec1.claims]
+
+
+def test_figureA1_runs_on_tiny_sizes():
+    # a full-run section (not in --quick): its NN and SVM are trained on the backend, the curves read back on the host
+    s = tiny_settings(a1_width=300, a1_n_train=100, a1_steps=10)
+    sec = figureA1.run(load_task(n_train=100, n_test=30), s, Log(quiet=True))
+    assert len(sec.claims) == 1 and not sec.claims[0].checked_in_quick
+    assert "NN (width 300)" in sec.markdown and "SVM (NTK, batch-only decay)" in sec.markdown
 
 
 def test_failed_claim_gives_nonzero_exit(tmp_path, monkeypatch):

@@ -109,7 +109,8 @@ def _width_sweep(cfg, log):
             rows.append({"width": width, "mode": mode, "gap_test": float(np.mean(gaps_test)),
                          "gap_train": float(np.mean(gaps_train)), "gap_test_runs": [float(g) for g in gaps_test]})
     # the run's own convergence: gap between the end of training and the limit of its linearised flow
-    flow_end = host(R.regularized_flow(K_d, Y_d, zeta, lr * cfg["steps"], lr=lr).train)[0]
+    t_end = on_backend(np.asarray([lr * cfg["steps"]]))  # the flow's time T = η·steps, as a (1,) array on the backend
+    flow_end = host(R.regularized_flow(K_d, Y_d, zeta, t_end, lr=lr).train)[0]
     slopes = {}
     for mode in ("empirical", "analytic"):
         w = np.array([r["width"] for r in rows if r["mode"] == mode], float)
