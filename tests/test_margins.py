@@ -474,6 +474,18 @@ def _check_trained_two_layer(seed, xp, asxp):
     net = HomogeneousNet(2, 4 * n)
     lam = 2.0**-16
     L, params = _train_best(net, asxp(x), asxp(y), lam, restarts=3, xp=xp)
+    # The claims are about Θ_λ, the *global* minimiser of L_λ.  L-BFGS on a ReLU net can stall at a kink from
+    # random starts (on dataset 10, 7 of 8 random starts do, at a point that moves with the SciPy/BLAS rounding),
+    # so one more start is the Prop. B.10 net of the grid ℓ1-SVM, perturbed so that every unit can move, and the
+    # start reaching the lower L_λ is kept: a better approximation of Θ_λ, not a weaker assertion.
+    _, balanced = balanced_two_layer(M.circle_directions(1000, xp=xp), sol.mu, drop_zeros=True, width=4 * n)
+    noise = net.init(100, scale=0.05, xp=xp)
+    start = [B + P for B, P in zip(balanced, noise)]
+    p_w, _ = M.train_regularized(net, start, asxp(x), asxp(y), lam, method="lbfgs", steps=3000, gtol=1e-12,
+                                 loss="logistic")
+    L_w = float(M.regularized_loss(net, p_w, asxp(x), asxp(y), lam, loss="logistic"))
+    if L_w < L:
+        L, params = L_w, p_w
     g = float(M.normalized_margin(net, params, asxp(x), asxp(y)))
     N = float(net.norm(params))
     # calibrated over 16 datasets: γ_λ/(γ_ℓ1/2) ∈ [0.904, 1.0004]; convergence is O(1/log(1/λ)); the upper slack
