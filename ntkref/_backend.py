@@ -18,7 +18,8 @@ unset or ``numpy``     NumPy (through ``array_api_compat.numpy``)
 =====================  ==========================================
 
 ``NTKREF_DEVICE`` chooses the device of the default namespace on which such
-arrays are created: a CUDA ordinal (``0``, ``cuda:1``) for CuPy and PyTorch,
+arrays are created (for CuPy it also becomes the current device when ntkref is
+imported): a CUDA ordinal (``0``, ``cuda:1``) for CuPy and PyTorch,
 a ``torch.device`` string (``cpu``, ``cuda:0``) for PyTorch, an index into
 ``jax.devices()`` for JAX, and ``CPU_DEVICE``, ``device1`` or ``device2`` for
 ``array_api_strict``.  ``array_api_strict`` on ``device1`` refuses implicit
@@ -141,10 +142,14 @@ def default_device():
 def check_environment():
     """Resolve ``NTKREF_BACKEND`` and ``NTKREF_DEVICE`` now; raise :class:`BackendError` if either is unusable.
 
-    Called when ``ntkref`` is imported, so a typo fails at once even in programs that pass arrays.
+    Called when ``ntkref`` is imported, so a typo fails at once even in programs that pass arrays.  For
+    CuPy, the device ``NTKREF_DEVICE`` names is also made the current one (CuPy allocates the results of
+    its operations on the current device).
     """
     default_namespace()
-    default_device()
+    dev = default_device()
+    if dev is not None and backend_name() == "cupy":
+        dev.use()
 
 
 def asarray(x, dtype=None, *, like=None):
@@ -175,7 +180,7 @@ def description():
     if name == "cupy":
         import cupy
 
-        props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+        props = cupy.cuda.runtime.getDeviceProperties(getattr(dev, "id", cupy.cuda.Device().id))
         gpu = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
         text += f" ({gpu})"
     return text

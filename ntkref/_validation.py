@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import numbers
 
-from ._backend import default_device, is_array, namespace
+from ._backend import default_device, default_namespace, device_of, is_array, namespace
 
 
 class InvalidParameterError(ValueError, TypeError):
@@ -75,12 +75,15 @@ def float_dtype(x, xp, dtype=None):
     return xp.float64
 
 
-def check_array(x, name, *, caller=None, ndim=None, xp=None, dtype=None, finite=True, shape=None):
+def check_array(x, name, *, caller=None, ndim=None, xp=None, dtype=None, finite=True, shape=None, like=None,
+                device=None):
     """Convert ``x`` to a floating array of namespace ``xp`` and check it.
 
     Checks ``ndim`` (an int or a tuple of allowed values), an exact ``shape``
     (``None`` entries free), and finiteness.  Integer and boolean inputs become
-    float64; complex inputs are refused.
+    float64; complex inputs are refused.  A Python list or scalar becomes an
+    array on ``device``, or on the device of ``like`` (the function's other
+    input), else on ``NTKREF_DEVICE``'s device if ``xp`` is the default namespace.
     """
     if xp is None:
         xp = namespace(x)
@@ -92,7 +95,7 @@ def check_array(x, name, *, caller=None, ndim=None, xp=None, dtype=None, finite=
         else:
             # Python lists/scalars: created on the default device, and floats straight in the target dtype
             # (PyTorch would otherwise round Python floats to float32 first).
-            arr = _asarray_host(x, xp, dtype)
+            arr = _asarray_host(x, xp, dtype, device if device is not None else _device_for(xp, like))
     except Exception as exc:
         raise InvalidParameterError(f"The {name!r} parameter could not be converted to an array: {exc}") from exc
     if xp.isdtype(arr.dtype, "complex floating"):
@@ -121,7 +124,17 @@ def check_array(x, name, *, caller=None, ndim=None, xp=None, dtype=None, finite=
     return arr
 
 
-def _asarray_host(x, xp, dtype):
+def _device_for(xp, like):
+    if like is not None and is_array(like):
+        return device_of(like)
+    try:
+        same = xp is default_namespace()
+    except Exception:  # noqa: BLE001 - an unusable NTKREF_BACKEND is reported at import, not here
+        same = False
+    return default_device() if same else None
+
+
+def _asarray_host(x, xp, dtype, device):
     import numpy as np
 
     host = np.asarray(x)
@@ -131,13 +144,13 @@ def _asarray_host(x, xp, dtype):
             want = host.dtype
         host = host.astype(want if want is not None else np.float64)
         target = xp.float32 if host.dtype == np.float32 else xp.float64
-        return xp.asarray(host, dtype=target, device=default_device())
-    return xp.asarray(host, device=default_device())
+        return xp.asarray(host, dtype=target, device=device)
+    return xp.asarray(host, device=device)
 
 
-def check_labels(y, name="y", *, caller=None, xp=None):
+def check_labels(y, name="y", *, caller=None, xp=None, like=None):
     """Binary labels: every entry exactly -1 or +1."""
-    y = check_array(y, name, caller=caller, ndim=1, xp=xp)
+    y = check_array(y, name, caller=caller, ndim=1, xp=xp, like=like)
     xp = namespace(y)
     if not bool(xp.all((y == 1) | (y == -1))):
         raise InvalidParameterError(

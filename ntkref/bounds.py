@@ -271,7 +271,7 @@ def rademacher_bound(kernel, a, empirical_loss, *, delta, c, rho):
     """
     xp = namespace(kernel, a)
     K = check_array(kernel, "kernel", caller="rademacher_bound", ndim=2, xp=xp)
-    a = check_array(a, "a", caller="rademacher_bound", ndim=1, xp=xp, shape=(K.shape[0],))
+    a = check_array(a, "a", caller="rademacher_bound", ndim=1, xp=xp, shape=(K.shape[0],), like=K)
     delta = check_real(delta, "delta", caller="rademacher_bound", low=0.0, high=1.0, closed="neither")
     c = check_real(c, "c", caller="rademacher_bound", low=0.0)
     rho = check_real(rho, "rho", caller="rademacher_bound", low=0.0)

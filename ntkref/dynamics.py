@@ -176,8 +176,8 @@ def _check_kernel(K, caller, *, psd=True, xp=None):
     return K, xp, evals
 
 
-def _check_targets(loss, y, n, caller, xp, dtype):
-    y = check_array(y, "y", caller=caller, ndim=1, xp=xp)
+def _check_targets(loss, y, n, caller, xp, dtype, like=None):
+    y = check_array(y, "y", caller=caller, ndim=1, xp=xp, like=like)
     if y.shape[0] != n:
         raise InvalidParameterError(f"The 'y' parameter of {caller} must have length n = {n}; got {y.shape[0]}.")
     if loss.classification and not bool(xp.all((y == 1) | (y == -1))):
@@ -187,21 +187,21 @@ def _check_targets(loss, y, n, caller, xp, dtype):
     return xp.astype(y, dtype)
 
 
-def _check_vector(v, name, n, caller, xp, dtype):
+def _check_vector(v, name, n, caller, xp, dtype, like=None):
     if v is None:
         return None
-    v = check_array(v, name, caller=caller, ndim=1, xp=xp)
+    v = check_array(v, name, caller=caller, ndim=1, xp=xp, like=like)
     if v.shape[0] != n:
         raise InvalidParameterError(f"The {name!r} parameter of {caller} must have length {n}; got {v.shape[0]}.")
     return xp.astype(v, dtype)
 
 
-def _check_test(K_test, g0, g0_test, n, caller, xp, dtype):
+def _check_test(K_test, g0, g0_test, n, caller, xp, dtype, like=None):
     if K_test is None:
         if g0_test is not None:
             raise InvalidParameterError(f"'g0_test' of {caller} needs 'K_test'.")
         return None, None
-    K_test = check_array(K_test, "K_test", caller=caller, ndim=2, xp=xp)
+    K_test = check_array(K_test, "K_test", caller=caller, ndim=2, xp=xp, like=like)
     if K_test.shape[1] != n:
         raise InvalidParameterError(
             f"The 'K_test' parameter of {caller} must have shape (m, {n}); got {tuple(K_test.shape)}."
@@ -212,7 +212,7 @@ def _check_test(K_test, g0, g0_test, n, caller, xp, dtype):
         raise InvalidParameterError(
             f"{caller}: 'g0' is given, so 'g0_test' (the initial outputs on the test points) is needed too."
         )
-    g0_test = _check_vector(g0_test, "g0_test", m, caller, xp, dtype)
+    g0_test = _check_vector(g0_test, "g0_test", m, caller, xp, dtype, like=like)
     return K_test, g0_test
 
 
@@ -365,10 +365,10 @@ def gradient_flow(
     K, xp, eig = _check_kernel(K, caller, psd=True, xp=namespace(K, y, g0, alpha0, K_test, g0_test))
     n = K.shape[0]
     dtype = K.dtype
-    y = _check_targets(loss, y, n, caller, xp, dtype)
-    g0 = _check_vector(g0, "g0", n, caller, xp, dtype)
-    alpha0 = _check_vector(alpha0, "alpha0", n, caller, xp, dtype)
-    K_test, g0_test = _check_test(K_test, g0, g0_test, n, caller, xp, dtype)
+    y = _check_targets(loss, y, n, caller, xp, dtype, like=K)
+    g0 = _check_vector(g0, "g0", n, caller, xp, dtype, like=K)
+    alpha0 = _check_vector(alpha0, "alpha0", n, caller, xp, dtype, like=K)
+    K_test, g0_test = _check_test(K_test, g0, g0_test, n, caller, xp, dtype, like=K)
     c = _reduction_scale(reduction, n, caller)
     zeros = xp.zeros((n,), dtype=dtype, device=device_of(K))
     g0_ = zeros if g0 is None else g0
@@ -844,10 +844,10 @@ def subgradient_descent(
     K, xp, _ = _check_kernel(K, caller, psd=bool(check_psd), xp=namespace(K, y, g0, alpha0, K_test, g0_test))
     n = K.shape[0]
     dtype = K.dtype
-    y = _check_targets(loss, y, n, caller, xp, dtype)
-    g0 = _check_vector(g0, "g0", n, caller, xp, dtype)
-    alpha0 = _check_vector(alpha0, "alpha0", n, caller, xp, dtype)
-    K_test, g0_test = _check_test(K_test, g0, g0_test, n, caller, xp, dtype)
+    y = _check_targets(loss, y, n, caller, xp, dtype, like=K)
+    g0 = _check_vector(g0, "g0", n, caller, xp, dtype, like=K)
+    alpha0 = _check_vector(alpha0, "alpha0", n, caller, xp, dtype, like=K)
+    K_test, g0_test = _check_test(K_test, g0, g0_test, n, caller, xp, dtype, like=K)
     if g0 is not None and decay == "batch":
         raise InvalidParameterError(
             f"{caller}: 'g0' (outputs of a β₀ outside the span of the Φ(x_i)) has no defined decay with "
@@ -955,14 +955,14 @@ def discrete_closed_form(K, subgradients, lam, lr, *, g0=None, alpha0=None, K_te
     K, xp, _ = _check_kernel(K, caller, psd=False, xp=namespace(K, subgradients))
     n = K.shape[0]
     dtype = K.dtype
-    S = check_array(subgradients, "subgradients", caller=caller, ndim=2, xp=xp)
+    S = check_array(subgradients, "subgradients", caller=caller, ndim=2, xp=xp, like=K)
     if S.shape[1] != n:
         raise InvalidParameterError(f"'subgradients' of {caller} must have shape (T, {n}); got {tuple(S.shape)}.")
     S = xp.astype(S, dtype)
     T = S.shape[0]
-    g0 = _check_vector(g0, "g0", n, caller, xp, dtype)
-    alpha0 = _check_vector(alpha0, "alpha0", n, caller, xp, dtype)
-    K_test, g0_test = _check_test(K_test, g0, g0_test, n, caller, xp, dtype)
+    g0 = _check_vector(g0, "g0", n, caller, xp, dtype, like=K)
+    alpha0 = _check_vector(alpha0, "alpha0", n, caller, xp, dtype, like=K)
+    K_test, g0_test = _check_test(K_test, g0, g0_test, n, caller, xp, dtype, like=K)
     d = 1.0 - lr * lam
     dev = device_of(K)
     a0 = xp.zeros((n,), dtype=dtype, device=dev) if alpha0 is None else alpha0
@@ -973,7 +973,7 @@ def discrete_closed_form(K, subgradients, lam, lr, *, g0=None, alpha0=None, K_te
         alpha_T = (d ** T) * a0 - lr * (wts @ S if T else xp.zeros((n,), dtype=dtype, device=dev))
         w_T = d ** T
     else:
-        Mk = xp.astype(check_array(batch_masks, "batch_masks", caller=caller, ndim=2, xp=xp) != 0, dtype)
+        Mk = xp.astype(check_array(batch_masks, "batch_masks", caller=caller, ndim=2, xp=xp, like=K) != 0, dtype)
         if tuple(Mk.shape) != (T, n):
             raise InvalidParameterError(f"'batch_masks' of {caller} must have shape {(T, n)}; got {tuple(Mk.shape)}.")
         # N_i(t+1, T) = Σ_{u>t} M_{u,i}: reverse cumulative sum, exclusive
@@ -1021,15 +1021,15 @@ def continuous_closed_form(K, segment_times, segment_derivatives, lam, T, *, g0=
     K, xp, _ = _check_kernel(K, caller, psd=False, xp=namespace(K, segment_derivatives))
     n = K.shape[0]
     dtype = K.dtype
-    P = xp.astype(check_array(segment_derivatives, "segment_derivatives", caller=caller, ndim=2, xp=xp), dtype)
+    P = xp.astype(check_array(segment_derivatives, "segment_derivatives", caller=caller, ndim=2, xp=xp, like=K), dtype)
     st = _check_times(segment_times, caller)
     if len(st) != P.shape[0] or P.shape[1] != n:
         raise InvalidParameterError(f"{caller}: segment_times (len {len(st)}) and segment_derivatives {tuple(P.shape)} disagree.")
     if st[0] != 0.0:
         raise InvalidParameterError(f"{caller}: segment_times must start at 0.")
-    g0 = _check_vector(g0, "g0", n, caller, xp, dtype)
-    alpha0 = _check_vector(alpha0, "alpha0", n, caller, xp, dtype)
-    K_test, g0_test = _check_test(K_test, g0, g0_test, n, caller, xp, dtype)
+    g0 = _check_vector(g0, "g0", n, caller, xp, dtype, like=K)
+    alpha0 = _check_vector(alpha0, "alpha0", n, caller, xp, dtype, like=K)
+    K_test, g0_test = _check_test(K_test, g0, g0_test, n, caller, xp, dtype, like=K)
     dev = device_of(K)
     a0 = xp.zeros((n,), dtype=dtype, device=dev) if alpha0 is None else alpha0
     # segment weights e^{−λ(T−b_k)}·φ(λ, b_k − a_k) on the host (the segment times are host floats),
@@ -1084,7 +1084,7 @@ def svm_limit_printed(K_eval, y, g_T, C):
     xp = namespace(K_eval)
     n = K_eval.shape[1]
     C = check_real(C, "C", caller=caller, low=0.0, closed="neither")
-    y = _check_targets(_losses.get("hinge"), y, n, caller, xp, K_eval.dtype)
-    g_T = _check_vector(g_T, "g_T", n, caller, xp, K_eval.dtype)
+    y = _check_targets(_losses.get("hinge"), y, n, caller, xp, K_eval.dtype, like=K_eval)
+    g_T = _check_vector(g_T, "g_T", n, caller, xp, K_eval.dtype, like=K_eval)
     active = xp.astype(y * g_T < 1, K_eval.dtype)
     return C * (K_eval @ (active * y))

@@ -198,7 +198,7 @@ def _prepare(K, y, loss, lam, reduction, caller, *, psd=True, allow_zero=True):
     K = _check_gram(K, caller, psd=False)
     xp = namespace(K)
     n = K.shape[0]
-    y = loss.check_targets(check_array(y, "y", caller=caller, xp=xp), "y", caller=caller)
+    y = loss.check_targets(check_array(y, "y", caller=caller, xp=xp, like=K), "y", caller=caller)
     if y.shape != (n,):
         raise InvalidParameterError(f"The 'y' parameter of {caller} must have shape ({n},) to match K; got {tuple(y.shape)}.")
     y = xp.astype(y, K.dtype) if y.dtype != K.dtype else y
@@ -877,7 +877,7 @@ def predict(alpha, K_test_train):
     r"""g(x) = Σᵢ αᵢ K(x, xᵢ) for each row x of ``K_test_train`` (shape (m, n)) → shape (m,)."""
     K_test_train = check_array(K_test_train, "K_test_train", caller="machines.predict", ndim=2)
     xp = namespace(K_test_train)
-    alpha = check_array(alpha, "alpha", caller="machines.predict", ndim=1, xp=xp)
+    alpha = check_array(alpha, "alpha", caller="machines.predict", ndim=1, xp=xp, like=K_test_train)
     if K_test_train.shape[1] != alpha.shape[0]:
         raise InvalidParameterError(
             f"The 'K_test_train' parameter of machines.predict must have {alpha.shape[0]} columns (one per "
@@ -890,7 +890,7 @@ def rkhs_norm(alpha, K, *, check_psd=False):
     r"""‖β‖_H = √(αᵀKα) for β = Σ αᵢ Φ(xᵢ) (negative rounding clamped to 0)."""
     K = _check_gram(K, "machines.rkhs_norm", psd=check_psd)
     xp = namespace(K)
-    alpha = check_array(alpha, "alpha", caller="machines.rkhs_norm", xp=xp, shape=(K.shape[0],))
+    alpha = check_array(alpha, "alpha", caller="machines.rkhs_norm", xp=xp, shape=(K.shape[0],), like=K)
     return math.sqrt(max(float(alpha @ (K @ alpha)), 0.0))
 
 
@@ -900,7 +900,7 @@ def objective(alpha, K, y, loss, lam, *, reduction="sum"):
     This is eq. (7) at β = Σ αᵢ Φ(xᵢ).  K is checked square/symmetric but not PSD.
     """
     K, y, loss, lam, lam_sum, xp = _prepare(K, y, loss, lam, reduction, "machines.objective", psd=False)
-    alpha = check_array(alpha, "alpha", caller="machines.objective", xp=xp, shape=(K.shape[0],))
+    alpha = check_array(alpha, "alpha", caller="machines.objective", xp=xp, shape=(K.shape[0],), like=K)
     val = _primal_from_g(alpha, K @ alpha, y, loss, lam_sum, xp)
     return val / (K.shape[0] if reduction == "mean" else 1)
 
@@ -912,7 +912,7 @@ def dual_objective(alpha, K, y, loss, lam, *, reduction="sum"):
     """
     K, y, loss, lam, lam_sum, xp = _prepare(K, y, loss, lam, reduction, "machines.dual_objective", psd=False,
                                             allow_zero=False)
-    alpha = check_array(alpha, "alpha", caller="machines.dual_objective", xp=xp, shape=(K.shape[0],))
+    alpha = check_array(alpha, "alpha", caller="machines.dual_objective", xp=xp, shape=(K.shape[0],), like=K)
     val = _dual_from_g(alpha, K @ alpha, y, loss, lam_sum, xp)
     return val / (K.shape[0] if reduction == "mean" else 1)
 
@@ -927,8 +927,8 @@ def duality_gap(alpha, K, y, loss, lam, *, reduction="sum"):
         Kx = check_array(K, "K", xp=xp)
         n = Kx.shape[0]
         lam_sum = lam * n if reduction == "mean" else lam
-        a = check_array(alpha, "alpha", xp=xp)
-        yy = xp.astype(check_array(y, "y", xp=xp), Kx.dtype)
+        a = check_array(alpha, "alpha", xp=xp, like=Kx)
+        yy = xp.astype(check_array(y, "y", xp=xp, like=Kx), Kx.dtype)
         ad = -loss_obj.derivative(Kx @ a, yy) / lam_sum
         D = dual_objective(ad, K, y, loss, lam, reduction=reduction)
     return P - D

@@ -134,8 +134,8 @@ def _pd_eigh(K, name, caller, xp, *, shift=0.0, need_pd=True):
     return w, V
 
 
-def _check_values(f, name, caller, n, xp, dtype, ndim=(1, 2)):
-    f = check_array(f, name, caller=caller, ndim=ndim, xp=xp, dtype=dtype)
+def _check_values(f, name, caller, n, xp, dtype, ndim=(1, 2), like=None):
+    f = check_array(f, name, caller=caller, ndim=ndim, xp=xp, dtype=dtype, like=like)
     if f.shape[0] != n:
         raise InvalidParameterError(f"The {name!r} parameter of {caller} must have {n} rows (one per point); got {tuple(f.shape)}.")
     return f
@@ -172,7 +172,7 @@ def rkhs_norm_sq(f_values, K, *, jitter=0.0):
     caller = "rkhs_norm_sq"
     xp = namespace(f_values, K)
     K = _check_kernel(K, "K", caller, xp)
-    f = _check_values(f_values, "f_values", caller, K.shape[0], xp, K.dtype)
+    f = _check_values(f_values, "f_values", caller, K.shape[0], xp, K.dtype, like=K)
     K = _with_jitter(K, jitter, caller, xp)
     w, V = _pd_eigh(K, "K", caller, xp)
     proj = xp.matrix_transpose(V) @ _as_column(f, xp)[0]
@@ -187,7 +187,7 @@ def rkhs_norm_sq_dual(alpha, K):
     caller = "rkhs_norm_sq_dual"
     xp = namespace(alpha, K)
     K = _check_kernel(K, "K", caller, xp)
-    a = _as_column(_check_values(alpha, "alpha", caller, K.shape[0], xp, K.dtype), xp)[0]
+    a = _as_column(_check_values(alpha, "alpha", caller, K.shape[0], xp, K.dtype, like=K), xp)[0]
     return xp.sum(a * (K @ a))
 
 
@@ -215,7 +215,7 @@ def krr_fit(K, Y, zeta, *, reduction="mean", jitter=0.0):
     xp = namespace(K, Y)
     K = _check_kernel(K, "K", caller, xp)
     n = K.shape[0]
-    Y = _check_values(Y, "Y", caller, n, xp, K.dtype)
+    Y = _check_values(Y, "Y", caller, n, xp, K.dtype, like=K)
     ridge = _ridge(zeta, n, reduction, caller)
     K = _with_jitter(K, jitter, caller, xp)
     w, V = _pd_eigh(K, "K", caller, xp, shift=ridge)
@@ -229,7 +229,7 @@ def krr_predict(K_test_train, alpha):
     caller = "krr_predict"
     xp = namespace(K_test_train, alpha)
     Kt = check_array(K_test_train, "K_test_train", caller=caller, ndim=2, xp=xp)
-    a = _check_values(alpha, "alpha", caller, Kt.shape[1], xp, Kt.dtype)
+    a = _check_values(alpha, "alpha", caller, Kt.shape[1], xp, Kt.dtype, like=Kt)
     return Kt @ a
 
 
@@ -245,8 +245,8 @@ def krr_objective(f_values, Y, K, zeta, *, reduction="mean", jitter=0.0):
     xp = namespace(f_values, Y, K)
     K = _check_kernel(K, "K", caller, xp)
     n = K.shape[0]
-    f = _check_values(f_values, "f_values", caller, n, xp, K.dtype)
-    Y = _check_values(Y, "Y", caller, n, xp, K.dtype)
+    f = _check_values(f_values, "f_values", caller, n, xp, K.dtype, like=K)
+    Y = _check_values(Y, "Y", caller, n, xp, K.dtype, like=K)
     if tuple(f.shape) != tuple(Y.shape):
         raise InvalidParameterError(f"f_values {tuple(f.shape)} and Y {tuple(Y.shape)} of {caller} must have the same shape.")
     zeta = check_real(zeta, "zeta", caller=caller, low=0.0)
@@ -306,7 +306,7 @@ def sub_batch_term(f_values, K, indices, *, jitter=0.0):
     xp = namespace(f_values, K)
     K = _check_kernel(K, "K", caller, xp)
     n = K.shape[0]
-    f = _check_values(f_values, "f_values", caller, n, xp, K.dtype)
+    f = _check_values(f_values, "f_values", caller, n, xp, K.dtype, like=K)
     idx = _check_indices(indices, n, caller)
     K = _with_jitter(K, jitter, caller, xp)
     return _subset_terms(f, K, idx[None, :], xp, caller)[0]
@@ -348,7 +348,7 @@ def sub_batch_rkhs_norm(f_values, K, subset_size, *, n_draws=1, seed=None, scale
     xp = namespace(f_values, K)
     K = _check_kernel(K, "K", caller, xp)
     n = K.shape[0]
-    f = _check_values(f_values, "f_values", caller, n, xp, K.dtype)
+    f = _check_values(f_values, "f_values", caller, n, xp, K.dtype, like=K)
     b = check_int(subset_size, "subset_size", caller=caller, low=1, high=n)
     K = _with_jitter(K, jitter, caller, xp)
     if isinstance(n_draws, str):
@@ -490,9 +490,9 @@ def train_regularized(net, params, x, y, *, zeta, lr, steps, kernel=None, subset
     caller = "train_regularized"
     xp = namespace(_first_array(params))
     dtype = _first_array(params).dtype
-    x = check_array(x, "x", caller=caller, ndim=2, xp=xp, dtype=dtype)
+    x = check_array(x, "x", caller=caller, ndim=2, xp=xp, dtype=dtype, like=_first_array(params))
     n = x.shape[0]
-    y = _check_values(y, "y", caller, n, xp, dtype, ndim=1)
+    y = _check_values(y, "y", caller, n, xp, dtype, ndim=1, like=x)
     zeta = check_real(zeta, "zeta", caller=caller, low=0.0)
     lr = check_real(lr, "lr", caller=caller, low=0.0, closed="neither")
     steps = check_int(steps, "steps", caller=caller, low=0)
@@ -584,14 +584,14 @@ def regularized_gd_linear(features, y, zeta, *, lr, steps, features_test=None, t
     xp = namespace(features, y)
     Phi = check_array(features, "features", caller=caller, ndim=2, xp=xp)
     n, P = Phi.shape
-    y = _check_values(y, "y", caller, n, xp, Phi.dtype, ndim=1)
+    y = _check_values(y, "y", caller, n, xp, Phi.dtype, ndim=1, like=Phi)
     zeta = check_real(zeta, "zeta", caller=caller, low=0.0)
     lr = check_real(lr, "lr", caller=caller, low=0.0, closed="neither")
     steps = check_int(steps, "steps", caller=caller, low=0)
     Theta = Phi @ xp.matrix_transpose(Phi)
     w, V = _pd_eigh((Theta + xp.matrix_transpose(Theta)) / 2, "features (Θ = ΦΦᵀ)", caller, xp)
     theta = xp.zeros(P, dtype=Phi.dtype, device=device_of(Phi)) if theta0 is None else \
-        _check_values(theta0, "theta0", caller, P, xp, Phi.dtype, ndim=1)
+        _check_values(theta0, "theta0", caller, P, xp, Phi.dtype, ndim=1, like=Phi)
     PhiT = xp.matrix_transpose(Phi)
     for _ in range(steps):
         f = Phi @ theta
@@ -617,7 +617,7 @@ class Flow:
 
 
 def _times(times, xp, dtype, device, caller):
-    t = check_array(times, "times", caller=caller, ndim=(0, 1), xp=xp, dtype=dtype)
+    t = check_array(times, "times", caller=caller, ndim=(0, 1), xp=xp, dtype=dtype, device=device)
     t = xp.reshape(t, (-1,))
     if t.shape[0] > 0 and float(xp.min(t)) < 0:
         raise InvalidParameterError(f"The 'times' parameter of {caller} must be ≥ 0.")
@@ -674,13 +674,13 @@ def regularized_flow(K, Y, zeta, times, *, lr=1.0, f0=None, K_test=None, f0_test
     xp = namespace(K, Y, f0, K_test, f0_test)
     K = _check_kernel(K, "K", caller, xp)
     n = K.shape[0]
-    Y = _check_values(Y, "Y", caller, n, xp, K.dtype, ndim=1)
+    Y = _check_values(Y, "Y", caller, n, xp, K.dtype, ndim=1, like=K)
     zeta = check_real(zeta, "zeta", caller=caller, low=0.0)
     lr = check_real(lr, "lr", caller=caller, low=0.0, closed="neither")
     t = _times(times, xp, K.dtype, device_of(K), caller)
     if printed and (f0 is not None or f0_test is not None):
         raise InvalidParameterError(f"printed=True of {caller}: (2.33) as printed assumes f0 = 0; do not pass f0.")
-    f0 = xp.zeros_like(Y) if f0 is None else _check_values(f0, "f0", caller, n, xp, K.dtype, ndim=1)
+    f0 = xp.zeros_like(Y) if f0 is None else _check_values(f0, "f0", caller, n, xp, K.dtype, ndim=1, like=K)
     nonzero_f0 = bool(xp.any(f0 != 0))
     ridge = zeta * n
     need_pd = K_test is not None and nonzero_f0 and ridge > 0
@@ -717,7 +717,7 @@ def regularized_flow(K, Y, zeta, times, *, lr=1.0, f0=None, K_test=None, f0_test
                 coef = coef - (c * t[:, None] * _phi1(bt, xp)) * f0_t[None, :]
         test = coef @ xp.matrix_transpose(Kt @ V)
         if f0_test is not None:
-            test = test + _check_values(f0_test, "f0_test", caller, m, xp, K.dtype, ndim=1)[None, :]
+            test = test + _check_values(f0_test, "f0_test", caller, m, xp, K.dtype, ndim=1, like=K)[None, :]
     elif f0_test is not None:
         raise InvalidParameterError(f"f0_test of {caller} needs K_test.")
     return Flow(times=t, train=train, test=test)
@@ -742,7 +742,7 @@ def flow_gap_bound(K, Theta, Y, zeta, *, printed=False):
     K = _check_kernel(K, "K", caller, xp)
     n = K.shape[0]
     Th = _check_kernel(Theta, "Theta", caller, xp, n=n, dtype=K.dtype)
-    Y = _check_values(Y, "Y", caller, n, xp, K.dtype, ndim=1)
+    Y = _check_values(Y, "Y", caller, n, xp, K.dtype, ndim=1, like=K)
     zeta = check_real(zeta, "zeta", caller=caller, low=0.0)
     w, _ = _pd_eigh(K, "K", caller, xp, shift=zeta * n)
     _pd_eigh(Th, "Theta", caller, xp, need_pd=False)
@@ -784,7 +784,7 @@ def linearized_prior(f_mu, jac_mu, sigma):
     caller = "linearized_prior"
     xp = namespace(f_mu, jac_mu)
     J = check_array(jac_mu, "jac_mu", caller=caller, ndim=2, xp=xp)
-    m = _check_values(f_mu, "f_mu", caller, J.shape[0], xp, J.dtype, ndim=1)
+    m = _check_values(f_mu, "f_mu", caller, J.shape[0], xp, J.dtype, ndim=1, like=J)
     sigma = check_real(sigma, "sigma", caller=caller, low=0.0, closed="neither")
     cov = (sigma * sigma) * (J @ xp.matrix_transpose(J))
     return m, (cov + xp.matrix_transpose(cov)) / 2
@@ -800,8 +800,8 @@ def gaussian_logpdf(f, mean, cov, *, jitter=0.0):
     xp = namespace(f, mean, cov)
     C = _with_jitter(_check_kernel(cov, "cov", caller, xp), jitter, caller, xp)
     n = C.shape[0]
-    f = _check_values(f, "f", caller, n, xp, C.dtype, ndim=1)
-    m = _check_values(mean, "mean", caller, n, xp, C.dtype, ndim=1)
+    f = _check_values(f, "f", caller, n, xp, C.dtype, ndim=1, like=C)
+    m = _check_values(mean, "mean", caller, n, xp, C.dtype, ndim=1, like=C)
     w, V = _pd_eigh(C, "cov", caller, xp)
     proj = xp.matrix_transpose(V) @ (f - m)
     return -0.5 * xp.sum(proj * proj / w) - 0.5 * (n * math.log(2 * math.pi) + xp.sum(xp.log(w)))
@@ -841,7 +841,7 @@ def gaussian_marginal(mean, cov, indices):
     caller = "gaussian_marginal"
     xp = namespace(mean, cov)
     C = _check_kernel(cov, "cov", caller, xp)
-    m = _check_values(mean, "mean", caller, C.shape[0], xp, C.dtype, ndim=1)
+    m = _check_values(mean, "mean", caller, C.shape[0], xp, C.dtype, ndim=1, like=C)
     idx_np = _check_indices(indices, C.shape[0], caller)
     idx = xp.asarray(idx_np, dtype=xp.int64, device=device_of(C))
     return xp.take(m, idx), _subset_kernel(C, idx[None, :], xp)[0, ...]
@@ -855,8 +855,8 @@ def continual_learning_penalty(f_new, f_old, kernel_old, *, jitter=0.0):
     caller = "continual_learning_penalty"
     xp = namespace(f_new, f_old, kernel_old)
     Th = _check_kernel(kernel_old, "kernel_old", caller, xp)
-    a = _check_values(f_new, "f_new", caller, Th.shape[0], xp, Th.dtype, ndim=1)
-    b = _check_values(f_old, "f_old", caller, Th.shape[0], xp, Th.dtype, ndim=1)
+    a = _check_values(f_new, "f_new", caller, Th.shape[0], xp, Th.dtype, ndim=1, like=Th)
+    b = _check_values(f_old, "f_old", caller, Th.shape[0], xp, Th.dtype, ndim=1, like=Th)
     return rkhs_norm_sq(a - b, Th, jitter=jitter)
 
 
@@ -879,7 +879,7 @@ def fs_map_objective(f, y, f_penalty, kernel, tau, *, noise_std=1.0, printed=Fal
     caller = "fs_map_objective"
     xp = namespace(f, y, f_penalty, kernel)
     f = check_array(f, "f", caller=caller, ndim=1, xp=xp)
-    y = _check_values(y, "y", caller, f.shape[0], xp, f.dtype, ndim=1)
+    y = _check_values(y, "y", caller, f.shape[0], xp, f.dtype, ndim=1, like=f)
     tau = check_real(tau, "tau", caller=caller, low=0.0)
     s = check_real(noise_std, "noise_std", caller=caller, low=0.0, closed="neither")
     nll = xp.sum((y - f) ** 2) / (2 * s * s) + 0.5 * f.shape[0] * math.log(2 * math.pi * s * s)

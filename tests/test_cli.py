@@ -328,9 +328,14 @@ def test_certify_and_compare(machine_data, capsys):
     assert code == 0
     r = np.load(tmp / "r.npy")
     ref = certify.certified_radius(alpha, x, x[:4] + 0.05)  # NumPy in, NumPy out: the host reference
-    # The CLI computes on NTKREF_BACKEND's device: identical on NumPy; elsewhere the bisection's grid snap
-    # (an exp) may round one ulp apart (measured 2.2e-16 relative on CuPy), far inside its tol = 1e-4
-    np.testing.assert_allclose(r, ref, rtol=1e-13, atol=0)
+    from ntkref._backend import backend_name
+
+    if backend_name() == "numpy":
+        np.testing.assert_array_equal(r, ref)  # the same computation
+    else:
+        # the CLI computed on NTKREF_BACKEND's device: different rounding may move the bisection's grid snap
+        # by one step; both radii are correct to certified_radius's stated relative tolerance (tol = 1e-4)
+        np.testing.assert_allclose(r, ref, rtol=2e-4, atol=0)
     base = ["compare", "--kind", "certify", "--alpha", tmp / "alpha.npy", "--x-train", tmp / "x.npy",
             "--x-test", tmp / "xt.npy"]
     assert run(base + ["--candidate", tmp / "r.npy"], capsys)[0] == 0

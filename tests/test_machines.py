@@ -518,7 +518,12 @@ def test_public_functions_return_arrays_on_the_inputs_device(case):
 
     strict, dev = _device1()
     result = _device_cases()[case](lambda v: strict.asarray(v, device=dev))
-    for arr in _arrays_in(result):
+    arrays = list(_arrays_in(result))
+    if isinstance(result, float):  # scalar summaries (norms, objectives, gaps) are documented Python floats
+        pass  # (the dual objective is −inf outside the dual's domain: a value, not an error)
+    else:
+        assert arrays, type(result)
+    for arr in arrays:
         assert array_api_compat.array_namespace(arr) is strict, type(arr)
         assert array_api_compat.device(arr) == dev, array_api_compat.device(arr)
 
