@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from ntkref import InvalidParameterError, losses, nets
 from ntkref import adversarial as adv
+from ._device import arrays_in as _arrays_in, device1 as _device1
 
 seeds = st.integers(0, 2**32 - 1)
 
@@ -739,30 +740,6 @@ def test_loss_gradient_lipschitz_constants_of_3_46(xp, asxp, tonp):
 # ---------------------------------------------------------------------------------------------
 # device placement: every public function, inputs on array_api_strict's second device
 # ---------------------------------------------------------------------------------------------
-def _device1():
-    strict = pytest.importorskip("array_api_strict")
-    return strict, strict.Device("device1")
-
-
-def _arrays_in(obj):
-    """Every array inside a result (tuples, lists, dicts, dataclasses)."""
-    import dataclasses
-
-    import array_api_compat
-
-    if array_api_compat.is_array_api_obj(obj):
-        yield obj
-    elif isinstance(obj, dict):
-        for v in obj.values():
-            yield from _arrays_in(v)
-    elif isinstance(obj, (list, tuple)):
-        for v in obj:
-            yield from _arrays_in(v)
-    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        for f in dataclasses.fields(obj):
-            yield from _arrays_in(getattr(obj, f.name))
-
-
 def _adv_calls(strict, dev):
     rng = np.random.default_rng(0)
     on = lambda a: strict.asarray(np.asarray(a, dtype=np.float64), device=dev)  # noqa: E731

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from ntkref._validation import InvalidParameterError
 from ntkref.kernels._cntk import cntk
 from ntkref.nets._cnn import ConvNet
+from ._device import assert_on_device as _assert_on_device, device1 as _device1
 
 RNG_IMAGES = 20240601
 
@@ -580,34 +581,6 @@ def test_convnet_bad_input(xp, asxp):
 
 
 # ------------------------------------------------------------------ device placement
-
-
-def _device1():
-    strict = pytest.importorskip("array_api_strict")
-    return strict, strict.Device("device1")
-
-
-def _arrays_in(result):
-    """Every array in a result: nested tuples/lists and dataclasses (Kernel) are walked, None skipped."""
-    import dataclasses
-
-    if result is None or isinstance(result, (int, float, str)):
-        return []
-    if dataclasses.is_dataclass(result):
-        return [a for f in dataclasses.fields(result) for a in _arrays_in(getattr(result, f.name))]
-    if isinstance(result, (tuple, list)):
-        return [a for r in result for a in _arrays_in(r)]
-    return [result]
-
-
-def _assert_on_device(result, strict, dev):
-    import array_api_compat
-
-    arrays = _arrays_in(result)
-    assert arrays
-    for a in arrays:
-        assert array_api_compat.array_namespace(a) is strict, type(a)
-        assert array_api_compat.device(a) == dev, array_api_compat.device(a)
 
 
 def _net(readout):

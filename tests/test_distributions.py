@@ -28,6 +28,7 @@ from ntkref import distributions as D
 from ntkref._backend import to_numpy  # explicit host copies in tests without the tonp fixture
 from ntkref.kernels import wei_k1_k2, wei_kernel
 from validation.seed002_kernel_vs_net import loss_and_gradient, loss_upper_bound, net_apply, train_net, train_regularized_net
+from ._device import arrays_in as _arrays_in, device1 as _device1
 
 SEEDS = st.integers(0, 2**32 - 1)
 
@@ -755,31 +756,6 @@ def test_validation_quick_claims():
 
 
 # =========================================================================== device placement, every public function
-def _device1():
-    strict = pytest.importorskip("array_api_strict")
-    return strict, strict.Device("device1")
-
-
-def _arrays_in(obj):
-    """Every array inside a result (tuples and NamedTuples, lists, dicts, dataclasses)."""
-    import dataclasses
-
-    import array_api_compat
-
-    if array_api_compat.is_array_api_obj(obj):
-        yield obj
-    elif isinstance(obj, dict):
-        for v in obj.values():
-            yield from _arrays_in(v)
-    elif isinstance(obj, (list, tuple)):
-        for v in obj:
-            yield from _arrays_in(v)
-    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        for f in dataclasses.fields(obj):
-            if f.name != "machine":  # the solver's record, checked by ntkref.machines' own tests
-                yield from _arrays_in(getattr(obj, f.name))
-
-
 def _distribution_calls(strict, dev):
     X, y = D.sample_sparse_xor(8, 5, seed=1, xp=strict, device=dev)
     z = D.sample_hypercube(6, 3, seed=2, xp=strict, device=dev)

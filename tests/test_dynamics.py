@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from ntkref import dynamics as D
 from ntkref import losses
 from ntkref._validation import InvalidParameterError
+from ._device import arrays_in as _arrays_in, device1 as _device1
 
 try:  # the exact solvers of issue 3 item 2, written concurrently; used as a second opinion
     from ntkref import machines as _machines
@@ -674,26 +675,6 @@ def test_hinge_flow_with_duplicated_points(xp, asxp, tonp):
 # ------------------------------------------------------------------------------------------
 # device placement
 # ------------------------------------------------------------------------------------------
-def _device1():
-    strict = pytest.importorskip("array_api_strict")
-    return strict, strict.Device("device1")
-
-
-def _arrays_in(result):
-    """Every array in a result: dataclasses, tuples, lists and dicts are walked; numbers, strings skipped."""
-    import dataclasses
-
-    if result is None or isinstance(result, (bool, int, float, str)):
-        return []
-    if dataclasses.is_dataclass(result):
-        return [a for f in dataclasses.fields(result) for a in _arrays_in(getattr(result, f.name))]
-    if isinstance(result, (tuple, list)):
-        return [a for r in result for a in _arrays_in(r)]
-    if isinstance(result, dict):
-        return [a for r in result.values() for a in _arrays_in(r)]
-    return [result]
-
-
 def _dynamics_cases():
     K, K_test, y = rbf_problem(n=6, m=2, seed=4)
     _, _, yr = rbf_problem(n=6, m=2, seed=4, regression=True)

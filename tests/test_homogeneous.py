@@ -20,6 +20,7 @@ from ntkref.nets._homogeneous import (
     width4_net,
     zero_pad,
 )
+from ._device import assert_on_device as _assert_on_device, device1 as _device1
 
 seeds = st.integers(0, 2**32 - 1)
 
@@ -305,30 +306,6 @@ def test_invalid_inputs(xp, asxp):
 
 
 # ------------------------------------------------------------------ device placement
-
-
-def _device1():
-    strict = pytest.importorskip("array_api_strict")
-    return strict, strict.Device("device1")
-
-
-def _arrays_in(result):
-    """Every array in a result: nested tuples/lists walked, None, numbers and networks skipped."""
-    if result is None or isinstance(result, (int, float, str, HomogeneousNet)):
-        return []
-    if isinstance(result, (tuple, list)):
-        return [a for r in result for a in _arrays_in(r)]
-    return [result]
-
-
-def _assert_on_device(result, strict, dev):
-    import array_api_compat
-
-    arrays = _arrays_in(result)
-    assert arrays
-    for a in arrays:
-        assert array_api_compat.array_namespace(a) is strict, type(a)
-        assert array_api_compat.device(a) == dev, array_api_compat.device(a)
 
 
 _HNET = HomogeneousNet(3, 4, depth=2)

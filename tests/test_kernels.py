@@ -10,6 +10,7 @@ from ntkref import InvalidParameterError
 from ntkref import kernels as K
 
 from ._mp_reference import fc_pair
+from ._device import assert_on_device as _assert_on_device, device1 as _device1
 
 EPS64 = np.finfo(np.float64).eps
 
@@ -365,34 +366,6 @@ def test_bad_arrays(asxp):
 
 
 # ------------------------------------------------------------------ device placement
-
-
-def _device1():
-    strict = pytest.importorskip("array_api_strict")
-    return strict, strict.Device("device1")
-
-
-def _arrays_in(result):
-    """Every array in a result: nested tuples/lists and dataclasses (Kernel) are walked, None skipped."""
-    import dataclasses
-
-    if result is None or isinstance(result, (int, float, str)):
-        return []
-    if dataclasses.is_dataclass(result):
-        return [a for f in dataclasses.fields(result) for a in _arrays_in(getattr(result, f.name))]
-    if isinstance(result, (tuple, list)):
-        return [a for r in result for a in _arrays_in(r)]
-    return [result]
-
-
-def _assert_on_device(result, strict, dev):
-    import array_api_compat
-
-    arrays = _arrays_in(result)
-    assert arrays
-    for a in arrays:
-        assert array_api_compat.array_namespace(a) is strict, type(a)
-        assert array_api_compat.device(a) == dev, array_api_compat.device(a)
 
 
 _DEVICE_CALLS = {

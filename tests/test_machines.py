@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from ntkref import losses, machines
 from ntkref._validation import InvalidParameterError
+from ._device import arrays_in as _arrays_in, device1 as _device1
 
 ALL = ("hinge", "squared_hinge", "epsilon_insensitive", "squared", "logistic")
 EPS = 0.2  # ε for the ε-insensitive loss below
@@ -467,24 +468,6 @@ def test_psd_threshold(xp, asxp):
 
 
 # ------------------------------------------------------------------ device placement
-
-
-def _device1():
-    strict = pytest.importorskip("array_api_strict")
-    return strict, strict.Device("device1")
-
-
-def _arrays_in(result):
-    """Every array in a result: dataclasses, tuples and lists are walked; numbers and strings skipped."""
-    import dataclasses
-
-    if result is None or isinstance(result, (bool, int, float, str, losses.Loss)):
-        return []
-    if dataclasses.is_dataclass(result):
-        return [a for f in dataclasses.fields(result) for a in _arrays_in(getattr(result, f.name))]
-    if isinstance(result, (tuple, list)):
-        return [a for r in result for a in _arrays_in(r)]
-    return [result]
 
 
 def _device_cases():

@@ -18,6 +18,7 @@ from ntkref import InvalidParameterError
 from ntkref import margins as M
 from ntkref.machines import hard_margin_svm
 from ntkref.nets._homogeneous import HomogeneousNet, balanced_two_layer, width4_net, zero_pad
+from ._device import arrays_in as _arrays_in, device1 as _device1
 
 seeds = st.integers(0, 2**32 - 1)
 
@@ -666,30 +667,6 @@ def test_linear_max_margin_scales_with_data(xp, asxp, s):
 
 
 # =============================================================================================== device placement
-def _device1():
-    strict = pytest.importorskip("array_api_strict")
-    return strict, strict.Device("device1")
-
-
-def _arrays_in(obj):
-    """Every array inside a result (tuples, lists, dicts, dataclasses)."""
-    import dataclasses
-
-    import array_api_compat
-
-    if array_api_compat.is_array_api_obj(obj):
-        yield obj
-    elif isinstance(obj, dict):
-        for v in obj.values():
-            yield from _arrays_in(v)
-    elif isinstance(obj, (list, tuple)):
-        for v in obj:
-            yield from _arrays_in(v)
-    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        for f in dataclasses.fields(obj):
-            yield from _arrays_in(getattr(obj, f.name))
-
-
 def _margin_calls(strict, dev):
     on = lambda a: strict.asarray(np.asarray(a, dtype=np.float64), device=dev)  # noqa: E731
     x = on([[1.0, 0.2], [0.8, -0.3], [-1.0, 0.1], [-0.7, -0.4]])

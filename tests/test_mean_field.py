@@ -19,6 +19,7 @@ from scipy.special import betainc, expit
 from ntkref import InvalidParameterError
 from ntkref import mean_field as mf
 from ntkref._backend import to_numpy
+from ._device import arrays_in as _arrays_in, device1 as _device1
 
 # --------------------------------------------------------------------------- independent NumPy references
 
@@ -747,30 +748,6 @@ def test_device_placement(xp, asxp, tonp):
 
 
 # --------------------------------------------------------------------------- device placement, every public function
-
-
-def _device1():
-    strict = pytest.importorskip("array_api_strict")
-    return strict, strict.Device("device1")
-
-
-def _arrays_in(obj):
-    """Every array inside a result (tuples, lists, dicts, dataclasses)."""
-    import dataclasses
-
-    import array_api_compat
-
-    if array_api_compat.is_array_api_obj(obj):
-        yield obj
-    elif isinstance(obj, dict):
-        for v in obj.values():
-            yield from _arrays_in(v)
-    elif isinstance(obj, (list, tuple)):
-        for v in obj:
-            yield from _arrays_in(v)
-    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        for f in dataclasses.fields(obj):
-            yield from _arrays_in(getattr(obj, f.name))
 
 
 def _mean_field_calls(strict, dev):

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from ntkref import InvalidParameterError
 from ntkref import kernels as K
 from ntkref import nets
+from ._device import assert_on_device as _assert_on_device, device1 as _device1
 
 
 def _perturbed(params, flat_index, h, xp):
@@ -150,33 +151,6 @@ def test_list_inputs_go_to_the_parameters_device(xp, asxp, tonp, on_device):
 
 
 # ------------------------------------------------------------------ device placement
-
-
-def _device1():
-    strict = pytest.importorskip("array_api_strict")
-    return strict, strict.Device("device1")
-
-
-def _arrays_in(result):
-    """Every array in a result: nested tuples/lists and dataclasses are walked, None and namespaces skipped."""
-    import dataclasses
-    import types
-
-    if result is None or isinstance(result, (int, float, str, types.ModuleType)):
-        return []
-    if dataclasses.is_dataclass(result):
-        return [a for f in dataclasses.fields(result) for a in _arrays_in(getattr(result, f.name))]
-    if isinstance(result, (tuple, list)):
-        return [a for r in result for a in _arrays_in(r)]
-    return [result]
-
-
-def _assert_on_device(result, strict, dev):
-    arrays = _arrays_in(result)
-    assert arrays
-    for a in arrays:
-        assert array_api_compat.array_namespace(a) is strict, type(a)
-        assert array_api_compat.device(a) == dev, array_api_compat.device(a)
 
 
 _NET = nets.FullyConnected(3, 4, depth=2, b_std=0.4)

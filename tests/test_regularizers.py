@@ -30,6 +30,7 @@ from ntkref import kernels
 from ntkref import regularizers as R
 from ntkref._validation import InvalidParameterError
 from ntkref.nets import Antisymmetric, FullyConnected, Linearized, flatten_params
+from ._device import arrays_in as _arrays_in, device1 as _device1
 
 EPS = np.finfo(np.float64).eps
 
@@ -943,30 +944,6 @@ def test_wide_regularised_nets_approach_ntk_krr(asxp, tonp, xp):
 
 
 # ====================================================================================== device placement
-def _device1():
-    strict = pytest.importorskip("array_api_strict")
-    return strict, strict.Device("device1")
-
-
-def _arrays_in(obj):
-    """Every array inside a result (tuples, lists, dicts, dataclasses)."""
-    import dataclasses
-
-    import array_api_compat
-
-    if array_api_compat.is_array_api_obj(obj):
-        yield obj
-    elif isinstance(obj, dict):
-        for v in obj.values():
-            yield from _arrays_in(v)
-    elif isinstance(obj, (list, tuple)):
-        for v in obj:
-            yield from _arrays_in(v)
-    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        for f in dataclasses.fields(obj):
-            yield from _arrays_in(getattr(obj, f.name))
-
-
 def _regularizer_calls(strict, dev):
     rng = np.random.default_rng(2)
     on = lambda a: strict.asarray(np.asarray(a, dtype=np.float64), device=dev)  # noqa: E731

@@ -15,6 +15,7 @@ from scipy.stats import norm as scipy_norm
 from ntkref import InvalidParameterError
 from ntkref import sparsity as sp
 from ntkref.nets import FullyConnected
+from ._device import arrays_in as _arrays_in, device1 as _device1
 
 seeds = st.integers(0, 2**32 - 1)
 
@@ -790,30 +791,6 @@ def test_toy_end_to_end_awt_beats_svm(xp, tonp):
 
 
 # ------------------------------------------------------------------------------------ device placement
-def _device1():
-    strict = pytest.importorskip("array_api_strict")
-    return strict, strict.Device("device1")
-
-
-def _arrays_in(obj):
-    """Every array inside a result (tuples, lists, dicts, dataclasses)."""
-    import dataclasses
-
-    import array_api_compat
-
-    if array_api_compat.is_array_api_obj(obj):
-        yield obj
-    elif isinstance(obj, dict):
-        for v in obj.values():
-            yield from _arrays_in(v)
-    elif isinstance(obj, (list, tuple)):
-        for v in obj:
-            yield from _arrays_in(v)
-    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        for f in dataclasses.fields(obj):
-            yield from _arrays_in(getattr(obj, f.name))
-
-
 def _sparsity_calls(strict, dev):
     rng = np.random.default_rng(1)
     on = lambda a: strict.asarray(np.asarray(a, dtype=np.float64), device=dev)  # noqa: E731

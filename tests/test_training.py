@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from ntkref import InvalidParameterError, losses, nets
+from ._device import assert_on_device as _assert_on_device, device1 as _device1
 
 
 def km_descent(K0, K0_test, y, loss, lam, lr, steps, g0=None, g0_test=None):
@@ -193,36 +194,6 @@ def test_kappa_scaled_wide_nets_approach_kernel_regression(xp, asxp, tonp):
 
 
 # ------------------------------------------------------------------ device placement
-
-
-def _device1():
-    strict = pytest.importorskip("array_api_strict")
-    return strict, strict.Device("device1")
-
-
-def _arrays_in(result):
-    """Every array in a result: nested tuples/lists/dicts and dataclasses are walked, None and numbers skipped."""
-    import dataclasses
-
-    if result is None or isinstance(result, (int, float, str)):
-        return []
-    if dataclasses.is_dataclass(result):
-        return [a for f in dataclasses.fields(result) for a in _arrays_in(getattr(result, f.name))]
-    if isinstance(result, dict):
-        return [a for r in result.values() for a in _arrays_in(r)]
-    if isinstance(result, (tuple, list)):
-        return [a for r in result for a in _arrays_in(r)]
-    return [result]
-
-
-def _assert_on_device(result, strict, dev):
-    import array_api_compat
-
-    arrays = _arrays_in(result)
-    assert arrays
-    for a in arrays:
-        assert array_api_compat.array_namespace(a) is strict, type(a)
-        assert array_api_compat.device(a) == dev, array_api_compat.device(a)
 
 
 def _device_setup(strict, dev):
