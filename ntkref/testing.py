@@ -1,7 +1,7 @@
 r"""Oracle tooling: hypothesis strategies for hard inputs and ``check_*`` helpers.
 
 Users compare their own NTK / kernel-machine / dynamics / certificate code with
-ntkref (SPEC §6).  This module makes that a one-line test in *their* pytest
+ntkref.  This module makes that a one-line test in *their* pytest
 suite::
 
     # test_my_ntk.py (your project)
@@ -12,7 +12,7 @@ suite::
         ...
 
     def test_my_ntk_matches_ntkref():
-        # depth = number of hidden layers, neural-tangents' convention (SPEC §2)
+        # depth = number of hidden layers, neural-tangents' convention (docs/conventions.md, 'FC kernels')
         check_kernel(my_ntk, depth=2, activation="relu", W_std=1.0, b_std=0.0,
                      which="ntk", diag_tol=1e-12, offdiag_tol=1e-12)
 
@@ -761,7 +761,7 @@ def check_kernel(
 
     Compares ``candidate(x1, x2)`` (shape (n1, n2); ``x2=None`` means x1) with
     ``ntkref.kernels.fc(x1, x2, depth=depth, activation=activation,
-    W_std=W_std, b_std=b_std).<which>`` (neural-tangents' convention, SPEC §2),
+    W_std=W_std, b_std=b_std).<which>`` (neural-tangents' convention, docs/conventions.md, 'FC kernels'),
     entry by entry, with the error
 
     .. math::  e_{ij} = |K_{ij} - R_{ij}| / \sqrt{R(x_i,x_i)\,R(x'_j,x'_j)}

@@ -1,6 +1,6 @@
 """High-precision (mpmath) reference for FC NNGP/NTK recursions — an independent route.
 
-Straight from the definitions (neural-tangents' convention, SPEC §2) with arccos/arcsin at
+Straight from the definitions (neural-tangents' convention, docs/conventions.md, 'FC kernels') with arccos/arcsin at
 50 significant digits, starting from the exact binary values of the float inputs.
 """
 import mpmath as mp

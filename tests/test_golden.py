@@ -93,7 +93,7 @@ def test_golden_encodes_the_conventions():
     # Θ(x, 0) = 0 without biases (row 3 of "hard" is zero); with biases it is b² terms only
     assert np.all(golden.values("fc-relu-depth2-nobias")[3] == 0)
     assert np.all(golden.values("fc-relu-depth2-bias")[3] > 0)
-    # SPEC §2 identities hold between the independently computed golden families
+    # the identities of docs/conventions.md, 'FC kernels', hold between the independently computed golden families
     x = golden.inputs("hard")
     d = x.shape[1]
     np.testing.assert_allclose(golden.values("eq63"), golden.values("fc-relu-depth1-nobias"), rtol=1e-15, atol=0)

@@ -208,8 +208,8 @@ def test_float32_candidate_and_custom_reference():
     assert not T.check_kernel(f32, depth=1, dtype="float32", inputs=inputs, diag_tol=1e-9, offdiag_tol=1e-9,
                               max_examples=40, raise_on_failure=False).passed
 
-    # seed 004: Θ_Arora = d·Θ_NT(W_std = 1 first layer, √2 after) (SPEC §2), checked through the
-    # checker with arora_ntk as the reference.
+    # seed 004: Θ_Arora = d·Θ_NT(W_std = 1 first layer, √2 after) (docs/conventions.md, 'FC kernels'),
+    # checked through the checker with arora_ntk as the reference.
     from ntkref.kernels import arora_ntk
 
     def scaled_nt(x1, x2=None):
@@ -407,7 +407,7 @@ def test_kernel_error_measure():
 def test_check_fit_krr():
     pytest.importorskip("ntkref.machines")
 
-    def krr(K, y, lam):  # (y − z)² without ½ (SPEC §2): α = (K + (λ/2) I)⁻¹ y
+    def krr(K, y, lam):  # (y − z)² without ½ (docs/conventions.md, 'Losses and regularisation'): α = (K + (λ/2) I)⁻¹ y
         return np.linalg.solve(K + lam / 2 * np.eye(len(y)), y)
 
     def krr_wrong(K, y, lam):  # the ½-convention formula: the other loss scaling

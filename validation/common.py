@@ -46,7 +46,7 @@ def backend_description():
     """Which backend and device ran the reproductions (``ntkref._backend.description()``)."""
     return _backend.description()
 
-# --------------------------------------------------------------------------- the paper's numbers (SPEC §7)
+# --------------------------------------------------------------------------- the paper's numbers (docs/reference-numbers.md)
 PAPER = {
     # Table 2: ℓ∞ certificates ×1e-3 (mean ± std over correctly classified test points, mean of 5 runs)
     "table2": {

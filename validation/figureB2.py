@@ -12,7 +12,7 @@ KM g_T(x) = Σᵢ (aᵢ/n) K_T(x, xᵢ).  Training runs in chunks; K_T is carrie
 K_T = (1 − ηλ)^{T₂} K_{T₁} + (chunk's own sum).
 
 Bound (App. B, Lemmas B.1–B.2, ``bounds.rademacher_bound``): with the ramp loss (values in [0, 1], 1-Lipschitz —
-the hinge loss is unbounded, so Lemma B.2 does not apply to it; SPEC §4) and δ = 0.01 (confidence 0.99; the
+the hinge loss is unbounded, so Lemma B.2 does not apply to it; docs/errata.md, seed 000 App. B) and δ = 0.01 (confidence 0.99; the
 official code used δ = 0.99): L_D(ramp) ≤ L_S(ramp) + 2(B/n)√(tr K_T) + 3√(log(2/δ)/(2n)), B = √(aᵀK_T a) with
 a = y/n (so that g_T = K_T a).  The ramp loss bounds the 0–1 test error from above.
 """

@@ -7,7 +7,7 @@ nearest float64.  Implementations in any language can be checked against the
 files; ``tests/test_golden.py`` checks ntkref against them (to 1e-13 of the
 scale √(K(x,x)K(x′,x′))) and checks that this script reproduces them.
 
-Families and conventions (SPEC §2):
+Families and conventions (docs/conventions.md, 'FC kernels'):
 
 - ``fc`` — neural-tangents' convention, ``depth`` = L hidden layers, per-layer
   W_std = (W₀…W_L), b_std = (b₀…b_L), readout last:

@@ -2,8 +2,8 @@ r"""Run ntkref's kernel checker against neural-tangents (an optional peer librar
 
 neural-tangents (NT) computes the ReLU angle as arctan2(√(q₁q₂ − k²), k); on the
 diagonal q₁q₂ − k² is pure rounding (~eps·q²), so θ ≈ √eps instead of 0 and the
-NTK diagonal is off by ~1e-8 of its value in float64 (SPEC §3.A).  This script
-shows that :func:`ntkref.testing.check_kernel` finds exactly that:
+NTK diagonal is off by ~1e-8 of its value in float64 (docs/conventions.md,
+'Mapping to neural-tangents (FC)').  This script shows that :func:`ntkref.testing.check_kernel` finds exactly that:
 
 1. off-diagonal entries on generic inputs (``generic_kernel_inputs``: Gaussian rows in
    general position, d ≥ 2, scaled by 1e-2 … 1e2) with
@@ -17,7 +17,7 @@ NT runs in its own Python (neural-tangents==0.6.5, jax==0.5.3 with x64 enabled),
 as a persistent worker process fed NumPy arrays through pipes, so ntkref's
 environment needs neither jax nor NT.
 
-    python -m validation.nt_oracle_check --peer-python /work/ntvenv/bin/python [--depth 1] [--out FILE.json]
+    python -m validation.nt_oracle_check --peer-python /path/to/nt-venv/bin/python [--depth 1] [--out FILE.json]
 """
 from __future__ import annotations
 

@@ -41,7 +41,7 @@ width 900 for 3-layer nets; our runs are shorter, so our absolute gaps are small
 (batch 64, η̂ = 1, λ = 0.001 mean hinge, the official code's regulariser λ/2‖W₂/√m‖²). **Deviations**: a subset of
 the training set and a few hundred steps instead of 12 665 images × 100–300 epochs (CPU budget; widths 10⁵, 10⁶
 not run); fewer seeds than the paper's 5. Two IBP conventions: the *official-code* one (IBP bounds of f(w_t, ·)
-over the box minus f₀ at the clean point — what the paper reports, but not a certificate for f − f₀, SPEC §4) and
+over the box minus f₀ at the clean point — what the paper reports, but not a certificate for f − f₀, docs/errata.md) and
 the *sound* one (`certify.ibp_radius(params0=w₀)`: f − f₀ bounded by fᴸ − f₀ᵁ over the same box), about half as
 large. The SVM row is Table 3's SVM (λ = 0.064).
 
@@ -54,7 +54,7 @@ steps). f₀ = 0 by `nets.Antisymmetric`, regulariser (7) on the readout: then T
 discrete second-order remainder, and the KM is g_T = K_T a with K_T = η Σ_k (1 − ηλ)^{T−1−k}|l′_k|Θ̂(w_k) and a = y/n.
 **Deviations**: the bound is for the *ramp* loss (bounded in [0, 1], 1-Lipschitz, ≥ the 0–1 error) with δ = 0.01;
 the paper plots the hinge loss, to which Lemma B.2 does not apply (unbounded), with the official code's δ = 0.99
-(confidence 1 %, not 99 %; SPEC §4). The column "bound δ = 0.99" shows that convention's value.
+(confidence 1 %, not 99 %; docs/errata.md, seed 000 App. B). The column "bound δ = 0.99" shows that convention's value.
 
 **Verdict.** NN ≈ KM holds to the remainder's size. The bound is valid at every step but, after 100 steps at
 η̂ = 0.1, the training ramp loss is still close to 1 (outputs are small), so the ramp bound is above 1 — vacuous for
@@ -99,8 +99,8 @@ def write(outdir, sections, *, settings, task, total_seconds, argv):
            f"- backend: **{backend}** (`NTKREF_BACKEND`/`NTKREF_DEVICE`): every kernel, fit, dynamics, certificate and "
            "training ran there; data and initial weights are drawn on the host with NumPy (the same numbers on every "
            "backend), and the results were copied back to the host for the tables, claims and figures",
-           "- paper numbers: SPEC §7 (seed 000 Tables 2–3, Figures 1, A.1, B.2, and the official code's README); "
-           "seeds 002/003: the inventories in `shared/notes/` and the seed text (cited per section)",
+           "- paper numbers: `docs/reference-numbers.md` (seed 000 Tables 2–3, Figures 1, A.1, B.2, and the official "
+           "code's README; seeds 002/003: the seed text, cited per section)",
            "", "## Claims", "", _claims_table(sections), ""]
     for s in sections:
         md += [f"## {s.title}", "", f"Wall time: {s.seconds:.0f} s.", "", s.markdown, ""]

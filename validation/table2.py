@@ -8,7 +8,7 @@ the report): fewer training points and steps (CPU budget), 2–5 seeds.  Certifi
 - **sound IBP** (``certify.ibp_radius(..., params0=w₀)``): bounds f(w_t, ·) and f(w₀, ·) over the same ball,
   so g = f − f₀ ≥ fᴸ − f₀ᵁ — a certificate for the classifier actually used;
 - **official-code IBP**: IBP bounds of f(w_t, ·) minus f₀ at the *clean* point (not a certificate for f − f₀,
-  SPEC §4), by bisection on ``certify.ibp_bounds`` — the convention behind the paper's numbers.
+  docs/errata.md, seed 000), by bisection on ``certify.ibp_bounds`` — the convention behind the paper's numbers.
 
 SVM: λ = 0.064 (sum), the model of Table 3, certified by the paper's interval method and the tight one.
 Means ± std over the correctly classified test points; the NN rows average the per-seed means and stds.

@@ -1,8 +1,10 @@
 """Benchmark: certified ℓ∞ radii of the infinite-width two-layer ReLU net (NTK-KRR) on MNIST 0 vs 1.
 
-Seed 000 §4.2 / App. H.1, Tables 2–3.  Data: ``shared/data/mnist-subset`` (10 000 real MNIST digits; its
-zeros and ones, about 2 100, are used), pixels in [0, 1] (the official code's ``normalize: False``), labels
-0 → −1, 1 → +1.  Split (seeded permutation): the first 1 000 as training points, the rest as test points.
+Seed 000 §4.2 / App. H.1, Tables 2–3.  Data: the embedded MNIST 0/1 digits (``ntkref.data.load_digits01()``,
+2 128 real images) by default, or ``--mnist DIR``: a directory of IDX files (raw or .gz), either a subset
+``images-idx3-ubyte``/``labels-idx1-ubyte`` or a full MNIST ``train-…``/``t10k-…`` (both splits pooled); its
+zeros and ones are used, pixels in [0, 1] (the official code's ``normalize: False``), labels 0 → −1, 1 → +1.
+Split (seeded permutation): the first 1 000 as training points, the rest as test points.
 α = (Θ + (λ/2)I)⁻¹y (KRR, the official ``regression.py`` convention) with Θ the seed-000 eq. (63) kernel,
 computed here by a private closed form.
 
@@ -12,38 +14,39 @@ Timed:
 2. a per-point bisection loop like the paper's code (``robust_svm.py``: δ ∈ [0, 0.3], start 0.05, at most
    1 000 steps, stop when 0 ≤ margin bound < 1e-3), on a few points, extrapolated to 2 000.
 
-Run: ``python validation/bench/bench_certify.py [--quick]``.  Prints a small report.
+Run: ``python validation/bench/bench_certify.py [--quick] [--mnist DIR]``.  Prints a small report.
 """
 from __future__ import annotations
 
 import argparse
-import gzip
 import os
-import pathlib
-import struct
 import time
 
 import numpy as np
 
 from ntkref import certify
 
-DATA = pathlib.Path(__file__).resolve().parents[3] / "shared" / "data" / "mnist-subset"
-if not DATA.exists():
-    DATA = pathlib.Path("/work/shared/data/mnist-subset")
 
+def load_images(mnist_dir=None):
+    """(images (n, 784) uint8, labels (n,), description) from ``mnist_dir``, or the embedded 0/1 digits.
 
-def read_idx(path):
-    """Minimal IDX reader (big-endian header: 0, 0, type code, ndim; then ndim uint32 sizes; then data)."""
-    with gzip.open(path, "rb") as fh:
-        raw = fh.read()
-    zero, dtype_code, ndim = struct.unpack(">HBB", raw[:4])
-    if zero != 0 or dtype_code != 0x08:  # 0x08 = unsigned byte, the only type MNIST uses
-        raise ValueError(f"{path}: not an unsigned-byte IDX file")
-    shape = struct.unpack(">" + "I" * ndim, raw[4 : 4 + 4 * ndim])
-    data = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim)
-    if data.size != int(np.prod(shape)):
-        raise ValueError(f"{path}: size mismatch")
-    return data.reshape(shape)
+    ``mnist_dir``: ``images-idx3-ubyte[.gz]``/``labels-idx1-ubyte[.gz]`` (a subset), else the standard
+    ``train-…``/``t10k-…`` files of a full MNIST, both splits pooled (the benchmark draws its own split).
+    """
+    if mnist_dir is None:
+        from ntkref.data import load_digits01
+
+        images, labels = load_digits01()
+        return images, labels, "the embedded MNIST 0/1 digits (ntkref.data.load_digits01)"
+    from ntkref.datasets import load_mnist
+
+    try:
+        images, labels = load_mnist(mnist_dir)
+    except FileNotFoundError:
+        parts = [load_mnist(mnist_dir, split) for split in ("train", "test")]
+        images = np.concatenate([p[0] for p in parts])
+        labels = np.concatenate([p[1] for p in parts])
+    return images.reshape(len(labels), -1), labels, str(mnist_dir)
 
 
 def ntk_gram(a, b):
@@ -81,10 +84,11 @@ def main():
     ap.add_argument("--quick", action="store_true", help="fewer points in the per-point loop")
     ap.add_argument("--lam", type=float, default=1.0, help="KRR λ (seed 000 eq. (7); α = (Θ + λ/2 I)⁻¹ y)")
     ap.add_argument("--table3", action="store_true", help="also sweep λ as in seed 000 Table 3 (KRR)")
+    ap.add_argument("--mnist", metavar="DIR", default=None,
+                    help="directory of MNIST IDX files (default: the embedded 0/1 digits of ntkref.data)")
     args = ap.parse_args()
 
-    images = read_idx(DATA / "images-idx3-ubyte.gz")
-    labels = read_idx(DATA / "labels-idx1-ubyte.gz")
+    images, labels, source = load_images(args.mnist)
     keep = (labels == 0) | (labels == 1)
     X = images[keep].reshape(int(keep.sum()), -1).astype(np.float64) / 255.0
     y = np.where(labels[keep] == 1, 1.0, -1.0)
@@ -92,7 +96,7 @@ def main():
     X, y = X[perm], y[perm]
     n_train = 1000
     Xtr, ytr, Xte, yte = X[:n_train], y[:n_train], X[n_train:], y[n_train:]
-    print(f"MNIST 0 vs 1 from {DATA}: {len(y)} images ({int((y > 0).sum())} ones); "
+    print(f"MNIST 0 vs 1 from {source}: {len(y)} images ({int((y > 0).sum())} ones); "
           f"train {len(ytr)}, test {len(yte)}; d = {X.shape[1]}")
 
     t = time.perf_counter()
