@@ -48,7 +48,7 @@ import math
 
 from ._backend import device_of, is_array, is_numpy_namespace, namespace, to_numpy
 from ._compat import eigh
-from ._validation import InvalidParameterError, check_array, check_real
+from ._validation import InvalidParameterError, check_array, check_int, check_real
 from . import losses as _losses
 
 __all__ = [
@@ -63,13 +63,72 @@ __all__ = [
 ]
 
 
-def _series(v, name):
+def _host_array(v, name, caller):
     import numpy as np
 
-    a = np.asarray(to_numpy(v), dtype=np.float64)
-    if a.ndim != 1 or a.size < 2 or not np.all(np.isfinite(a)):
-        raise InvalidParameterError(f"The {name!r} parameter must be a finite 1-D series of at least 2 values.")
+    if v is None:
+        raise InvalidParameterError(f"The {name!r} parameter of {caller} must be an array. Got None instead.")
+    try:
+        a = np.asarray(to_numpy(v) if is_array(v) else v)
+        if a.dtype.kind not in "fiub":
+            raise TypeError(f"dtype {a.dtype}")
+        return a.astype(np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InvalidParameterError(f"The {name!r} parameter of {caller} must be a real array: {exc}") from None
+
+
+def _series(v, name, caller="bounds", *, nonneg=False, increasing=False, min_len=2):
+    """A finite 1-D host series of at least ``min_len`` values (non-negative / strictly increasing if asked)."""
+    import numpy as np
+
+    a = _host_array(v, name, caller)
+    if a.ndim != 1 or a.size < min_len or not np.all(np.isfinite(a)):
+        raise InvalidParameterError(
+            f"The {name!r} parameter of {caller} must be a finite 1-D series of at least {min_len} values; "
+            f"got shape {a.shape}{'' if np.all(np.isfinite(a)) else ' with NaN or infinite values'}."
+        )
+    if nonneg and np.any(a < 0):
+        raise InvalidParameterError(
+            f"The {name!r} parameter of {caller} must be non-negative (a norm); its minimum is {float(a.min())!r}."
+        )
+    if increasing and np.any(np.diff(a) <= 0):
+        raise InvalidParameterError(f"The {name!r} parameter of {caller} must be strictly increasing.")
     return a
+
+
+def _tail(v, name, caller, length, *, ndim=1, cols=None):
+    """A per-step series of ``length`` − 1 or ``length`` values (the last step's is unused), padded to ``length``."""
+    import numpy as np
+
+    a = _host_array(v, name, caller)
+    ok = a.ndim == ndim and a.shape[0] in (length - 1, length) and (cols is None or a.shape[1:] == (cols,))
+    if not ok:
+        want = f"({length - 1} or {length}{'' if cols is None else ', ' + str(cols)})"
+        raise InvalidParameterError(f"The {name!r} parameter of {caller} must have shape {want}; got {a.shape}.")
+    if not np.all(np.isfinite(a)) or np.any(a < 0):
+        raise InvalidParameterError(f"The {name!r} parameter of {caller} must be finite and non-negative (a norm).")
+    pad = np.zeros((length - a.shape[0],) + a.shape[1:])
+    return np.concatenate([a, pad])
+
+
+def _finite_result(value, caller, names):
+    """Finite or error: a bound that overflowed is refused, naming the parameters that set its scale."""
+    import numpy as np
+
+    if not np.all(np.isfinite(value)):
+        raise InvalidParameterError(
+            f"{caller}: the bound overflows the float64 range (it is not finite); the scale of "
+            + ", ".join(repr(n) for n in names) + " is too large for it to be represented."
+        )
+    return value
+
+
+def _check_n(n, caller):
+    return check_int(n, "n", caller=caller, low=1)
+
+
+def _check_norm(v, name, caller):
+    return check_real(v, name, caller=caller, low=0.0)
 
 
 def _like(out, ref):
@@ -93,13 +152,19 @@ def _trapz_weighted(times, values, rate):
         h = t[k + 1] - t[k]
         if h <= 0:
             raise InvalidParameterError("times must be strictly increasing.")
-        w_hi = math.exp(rate * (T - t[k + 1]))
+        try:
+            w_hi = math.exp(rate * (T - t[k + 1]))
+        except OverflowError:
+            return math.inf
         # ∫ over [t_k, t_{k+1}] of e^{rate(T−t)} (v_k + (v_{k+1} − v_k)(t − t_k)/h) dt, in closed form
         x = rate * h
         if abs(x) < 1e-8:
             i0, i1 = h, h / 2
         else:
-            e = math.expm1(x)
+            try:
+                e = math.expm1(x)
+            except OverflowError:
+                return math.inf
             i0 = e / rate  # ∫₀ʰ e^{rate(h−s)} ds
             i1 = (e - x) / (rate * x) * h  # ∫₀ʰ e^{rate(h−s)} s/h ds
         total += w_hi * (v[k] * i0 + (v[k + 1] - v[k]) * i1)
@@ -111,17 +176,38 @@ def printed_gap_bound(times, drift, lam, loss, kernel0_norm, n):
 
     e^{−λT} e^{(1−e^{−λT}) c/λ} ∫₀ᵀ a(t) e^{λt} dt with a = ρ√n·drift, c = β_l‖Θ̂(w₀)‖.
     Offered only to compare with the corrected :func:`gronwall_gap_bound`.
+
+    Validation (as :func:`gronwall_gap_bound`): ``times`` finite and strictly increasing, ``drift``
+    finite, non-negative and of the same length, λ > 0, ``kernel0_norm`` ≥ 0 finite, ``n`` an int ≥ 1;
+    a value that overflows float64 raises :class:`InvalidParameterError` instead of returning inf.
     """
+    caller = "printed_gap_bound"
     rho, beta, lam = _constants(loss, lam, need_beta=True)
-    t, a = _series(times, "times"), rho * math.sqrt(n) * _series(drift, "drift")
+    t, d = _times_and(times, drift, "drift", caller)
+    a = rho * math.sqrt(_check_n(n, caller)) * d
     T = t[-1]
-    c = beta * kernel0_norm
+    c = beta * _check_norm(kernel0_norm, "kernel0_norm", caller)
     integral = _trapz_weighted(t, a, -lam)  # = e^{−λT}∫ a e^{λt}
-    return math.exp((1 - math.exp(-lam * T)) * c / lam) * integral
+    try:
+        value = math.exp((1 - math.exp(-lam * T)) * c / lam) * integral
+    except OverflowError:
+        value = math.inf
+    return float(_finite_result(value, caller, ("kernel0_norm", "lam", "times", "drift")))
+
+
+def _times_and(times, values, name, caller):
+    """``times`` (strictly increasing) and a non-negative series of the same length on it."""
+    t = _series(times, "times", caller, increasing=True)
+    v = _series(values, name, caller, nonneg=True)
+    if v.shape != t.shape:
+        raise InvalidParameterError(
+            f"The {name!r} parameter of {caller} must have one value per time ({t.shape[0]}); got {v.shape[0]}."
+        )
+    return t, v
 
 
 def _constants(loss, lam, need_beta, need_rho=True):
-    loss = _losses.get(loss)
+    loss = loss if isinstance(loss, _losses.Loss) else _losses.get(loss)
     lam = check_real(lam, "lam", low=0.0, closed="neither")
     if need_rho and loss.lipschitz is None:
         raise InvalidParameterError(f"the {loss.name} loss is not Lipschitz: Theorem 3.5's bound needs ρ.")
@@ -132,14 +218,18 @@ def _constants(loss, lam, need_beta, need_rho=True):
     return loss.lipschitz, (loss.smoothness if need_beta else None), lam
 
 
-def _forcing(drift, n, rho, lprime_norm):
+def _forcing(drift, n, rho, lprime_norm, caller):
     """a_k = ‖Θ̂_k − Θ̂₀‖₂·‖l'(f_k)‖, with ‖l'(f_k)‖ measured if given, else bounded by ρ√n."""
-    d = _series(drift, "drift")
+    d = _series(drift, "drift", caller, nonneg=True)
+    n = _check_n(n, caller)
     if lprime_norm is None:
         return rho * math.sqrt(n) * d
-    ln = _series(lprime_norm, "lprime_norm")
+    ln = _series(lprime_norm, "lprime_norm", caller, nonneg=True)
     if ln.shape != d.shape:
-        raise InvalidParameterError("lprime_norm must have one value per drift value.")
+        raise InvalidParameterError(
+            f"The 'lprime_norm' parameter of {caller} must have one value per drift value ({d.shape[0]}); "
+            f"got {ln.shape[0]}."
+        )
     return d * ln
 
 
@@ -148,10 +238,17 @@ def gronwall_gap_bound(times, drift, lam, loss, kernel0_norm, n):
 
     ``drift`` is ‖Θ̂(w_t) − Θ̂(w₀)‖₂ on the training set at ``times`` (measured, or any upper bound);
     the integral uses the exact exponential weight and a piecewise-linear drift.
+
+    Validation: ``times`` a finite, strictly increasing series of ≥ 2 values; ``drift`` finite,
+    non-negative, one value per time; λ > 0; ``kernel0_norm`` finite ≥ 0; ``n`` an int ≥ 1.  A bound
+    that overflows float64 (e.g. a huge (c − λ)T) raises :class:`InvalidParameterError`.
     """
+    caller = "gronwall_gap_bound"
     rho, beta, lam = _constants(loss, lam, need_beta=True)
-    t, a = _series(times, "times"), rho * math.sqrt(n) * _series(drift, "drift")
-    return _trapz_weighted(t, a, beta * kernel0_norm - lam)
+    t, d = _times_and(times, drift, "drift", caller)
+    a = rho * math.sqrt(_check_n(n, caller)) * d
+    value = _trapz_weighted(t, a, beta * _check_norm(kernel0_norm, "kernel0_norm", caller) - lam)
+    return float(_finite_result(value, caller, ("kernel0_norm", "times", "drift")))
 
 
 def gronwall_gap_bound_discrete(lr, drift, lam, loss, kernel0_norm, n, remainder=None, lprime_norm=None):
@@ -164,19 +261,29 @@ def gronwall_gap_bound_discrete(lr, drift, lam, loss, kernel0_norm, n, remainder
     Returns the bound at every step (K + 1,), on the device of ``drift`` (computed on the host).
     Proof: e_{k+1} = (1 − ηλ)e_k − ηΘ̂₀(l'(f_k) − l'(g_k)) − η(Θ̂_k − Θ̂₀)l'(f_k) + r_k, so
     ‖e_{k+1}‖ ≤ (1 − ηλ + ηc)‖e_k‖ + η a_k + ‖r_k‖ when 1 − ηλ ≥ 0.
+
+    Validation: η > 0 with ηλ ≤ 1; λ > 0; ``kernel0_norm`` finite ≥ 0; ``n`` an int ≥ 1; ``drift``
+    (and ``lprime_norm``, same length) finite non-negative series of ≥ 2 values; ``remainder`` finite,
+    non-negative, with K or K + 1 values.  A bound that overflows float64 raises
+    :class:`InvalidParameterError`.
     """
     import numpy as np
 
+    caller = "gronwall_gap_bound_discrete"
     rho, beta, lam = _constants(loss, lam, need_beta=True, need_rho=lprime_norm is None)
-    lr = check_real(lr, "lr", low=0.0, closed="neither")
+    lr = check_real(lr, "lr", caller=caller, low=0.0, closed="neither")
     if lr * lam > 1:
-        raise InvalidParameterError("the discrete bound needs 1 − ηλ ≥ 0.")
-    a = _forcing(drift, n, rho, lprime_norm)
-    r = np.zeros(len(a)) if remainder is None else np.concatenate([_series(remainder, "remainder"), [0.0]])[: len(a)]
+        raise InvalidParameterError(f"The 'lr' parameter of {caller}: the discrete bound needs 1 − ηλ ≥ 0, "
+                                    f"i.e. lr ≤ 1/lam = {1 / lam:.6g}. Got {lr!r} instead.")
+    kernel0_norm = _check_norm(kernel0_norm, "kernel0_norm", caller)
+    a = _forcing(drift, n, rho, lprime_norm, caller)
+    r = np.zeros(len(a)) if remainder is None else _tail(remainder, "remainder", caller, len(a))
     growth = 1 - lr * lam + lr * beta * kernel0_norm
     out = np.zeros_like(a)
-    for k in range(1, len(a)):
-        out[k] = growth * out[k - 1] + lr * a[k - 1] + r[k - 1]
+    with np.errstate(over="ignore", invalid="ignore"):
+        for k in range(1, len(a)):
+            out[k] = growth * out[k - 1] + lr * a[k - 1] + r[k - 1]
+    _finite_result(out, caller, ("kernel0_norm", "lr", "drift", "remainder"))
     return _like(out, drift)
 
 
@@ -190,32 +297,69 @@ def convex_gap_bound(times_or_lr, integrand, lam, kernel0_eigs, *, discrete=Fals
     (checked, so ``loss`` is required and must be smooth); ``remainder`` as in
     :func:`gronwall_gap_bound_discrete`.  The discrete series is computed on the host and returned
     on the device of ``integrand``; the continuous bound is a float.
+
+    Validation: λ ≥ 0 finite; ``integrand`` a finite non-negative series of ≥ 2 values (one per
+    time in the continuous form, with ``times`` strictly increasing); ``kernel0_eigs`` a pair of
+    finite numbers with 0 < λ_min ≤ λ_max; ``discrete`` a bool; η > 0; ``remainder`` finite,
+    non-negative, K or K + 1 values.  A bound that overflows float64 raises
+    :class:`InvalidParameterError`.
     """
     import numpy as np
 
-    lam = check_real(lam, "lam", low=0.0)
-    b = _series(integrand, "integrand")
-    lmin, lmax = (check_real(v, "kernel0_eigs", low=0.0) for v in kernel0_eigs)
+    caller = "convex_gap_bound"
+    lam = check_real(lam, "lam", caller=caller, low=0.0)
+    if not isinstance(discrete, bool):
+        raise InvalidParameterError(f"The 'discrete' parameter of {caller} must be a bool. Got {discrete!r} instead.")
+    b = _series(integrand, "integrand", caller, nonneg=True)
+    try:
+        pair = list(kernel0_eigs)
+    except TypeError:
+        pair = None
+    if pair is None or len(pair) != 2:
+        raise InvalidParameterError(
+            f"The 'kernel0_eigs' parameter of {caller} must be a pair (λ_min, λ_max). Got {kernel0_eigs!r} instead."
+        )
+    lmin, lmax = (check_real(v, "kernel0_eigs", caller=caller, low=0.0) for v in pair)
     if lmin <= 0:
-        raise InvalidParameterError("convex_gap_bound needs a positive definite Θ̂(w₀) (λ_min > 0).")
+        raise InvalidParameterError(
+            f"The 'kernel0_eigs' parameter of {caller} must have λ_min > 0: the bound needs a positive definite "
+            f"Θ̂(w₀). Got {kernel0_eigs!r} instead."
+        )
+    if lmin > lmax:
+        raise InvalidParameterError(
+            f"The 'kernel0_eigs' parameter of {caller} must be ordered (λ_min ≤ λ_max). Got {kernel0_eigs!r} instead."
+        )
     kernel0_max_eig = lmax
     scale = math.sqrt(lmax)
     if not discrete:
-        return scale * _trapz_weighted(_series(times_or_lr, "times"), b, -lam)
-    lr = check_real(times_or_lr, "lr", low=0.0, closed="neither")
-    loss = _losses.get(loss) if loss is not None else None
+        t = _series(times_or_lr, "times", caller, increasing=True)
+        if t.shape != b.shape:
+            raise InvalidParameterError(
+                f"The 'integrand' parameter of {caller} must have one value per time in 'times' ({t.shape[0]}); "
+                f"got {b.shape[0]}."
+            )
+        value = scale * _trapz_weighted(t, b, -lam)
+        return float(_finite_result(value, caller, ("kernel0_eigs", "integrand", "times")))
+    lr = check_real(times_or_lr, "lr", caller=caller, low=0.0, closed="neither")
+    loss = (loss if isinstance(loss, _losses.Loss) else _losses.get(loss)) if loss is not None else None
     if loss is None or loss.smoothness is None or not loss.convex:
-        raise InvalidParameterError("the discrete convex bound needs a smooth convex loss (β_l) to control the step.")
+        raise InvalidParameterError(
+            f"The 'loss' parameter of {caller} must be a smooth convex loss (β_l controls the step) when "
+            f"discrete=True. Got {loss!r} instead."
+        )
     if lr * loss.smoothness * kernel0_max_eig > 2 * (1 - lr * lam):
         raise InvalidParameterError(
-            f"step too large for the discrete convex bound: η β_l λ_max = {lr * loss.smoothness * kernel0_max_eig:.3g} "
+            f"The 'lr' parameter of {caller} is too large for the discrete convex bound: η β_l λ_max = {lr * loss.smoothness * kernel0_max_eig:.3g} "
             f"> 2(1 − ηλ) = {2 * (1 - lr * lam):.3g}."
         )
-    r = np.zeros(len(b)) if remainder is None else np.concatenate([_series(remainder, "remainder"), [0.0]])[: len(b)]
+    r = np.zeros(len(b)) if remainder is None else _tail(remainder, "remainder", caller, len(b))
     out = np.zeros_like(b)
-    for k in range(1, len(b)):
-        out[k] = (1 - lr * lam) * out[k - 1] + lr * b[k - 1] + r[k - 1] / math.sqrt(lmin)
-    return _like(scale * out, integrand)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for k in range(1, len(b)):
+            out[k] = (1 - lr * lam) * out[k - 1] + lr * b[k - 1] + r[k - 1] / math.sqrt(lmin)
+        out = scale * out
+    _finite_result(out, caller, ("kernel0_eigs", "integrand", "remainder"))
+    return _like(out, integrand)
 
 
 def gap_bound_test_points(lr, train_bound, drift_test, lam, loss, kernel0_test_norm, n, remainder_test=None, lprime_norm=None):
@@ -227,19 +371,55 @@ def gap_bound_test_points(lr, train_bound, drift_test, lam, loss, kernel0_test_n
     ``kernel0_test_norm`` (m,) the norms ‖Θ̂₀(x, X)‖, ``lprime_norm`` as in
     :func:`gronwall_gap_bound_discrete`.  Returns (K + 1, m), computed on the host and returned on
     the device of ``drift_test``.
+
+    Validation: η > 0 with ηλ ≤ 1; λ > 0; ``n`` an int ≥ 1; ``drift_test`` a finite non-negative
+    (K + 1, m) array with K ≥ 1; ``train_bound`` and ``lprime_norm`` finite non-negative series of
+    K + 1 values; ``kernel0_test_norm`` finite non-negative of shape (m,); ``remainder_test`` finite
+    non-negative of shape (K, m) or (K + 1, m).  A bound that overflows float64 raises
+    :class:`InvalidParameterError`.
     """
     import numpy as np
 
+    caller = "gap_bound_test_points"
     rho, beta, lam = _constants(loss, lam, need_beta=True, need_rho=lprime_norm is None)
-    lpn = None if lprime_norm is None else _series(lprime_norm, "lprime_norm")
-    U = _series(train_bound, "train_bound")
-    D = np.asarray(to_numpy(drift_test), dtype=np.float64)
-    k0 = np.asarray(to_numpy(kernel0_test_norm), dtype=np.float64)
-    R = np.zeros_like(D) if remainder_test is None else np.concatenate([np.asarray(to_numpy(remainder_test)), np.zeros((1, D.shape[1]))])[: D.shape[0]]
+    lr = check_real(lr, "lr", caller=caller, low=0.0, closed="neither")
+    if lr * lam > 1:
+        raise InvalidParameterError(f"The 'lr' parameter of {caller}: the discrete bound needs 1 − ηλ ≥ 0, "
+                                    f"i.e. lr ≤ 1/lam = {1 / lam:.6g}. Got {lr!r} instead.")
+    n = _check_n(n, caller)
+    D = _host_array(drift_test, "drift_test", caller)
+    if D.ndim != 2 or D.shape[0] < 2 or not np.all(np.isfinite(D)) or np.any(D < 0):
+        raise InvalidParameterError(
+            f"The 'drift_test' parameter of {caller} must be a finite non-negative (K + 1, m) array with K ≥ 1; "
+            f"got shape {D.shape}."
+        )
+    steps, m = D.shape
+    U = _series(train_bound, "train_bound", caller, nonneg=True)
+    if U.shape[0] != steps:
+        raise InvalidParameterError(
+            f"The 'train_bound' parameter of {caller} must have one value per row of drift_test ({steps}); "
+            f"got {U.shape[0]}."
+        )
+    lpn = None if lprime_norm is None else _series(lprime_norm, "lprime_norm", caller, nonneg=True)
+    if lpn is not None and lpn.shape[0] != steps:
+        raise InvalidParameterError(
+            f"The 'lprime_norm' parameter of {caller} must have one value per row of drift_test ({steps}); "
+            f"got {lpn.shape[0]}."
+        )
+    k0 = _host_array(kernel0_test_norm, "kernel0_test_norm", caller)
+    if k0.shape != (m,) or not np.all(np.isfinite(k0)) or np.any(k0 < 0):
+        raise InvalidParameterError(
+            f"The 'kernel0_test_norm' parameter of {caller} must be finite, non-negative, of shape ({m},); "
+            f"got shape {k0.shape}."
+        )
+    R = np.zeros_like(D) if remainder_test is None else _tail(remainder_test, "remainder_test", caller, steps, ndim=2,
+                                                              cols=m)
     out = np.zeros_like(D)
-    for k in range(1, D.shape[0]):
-        lnorm = rho * math.sqrt(n) if lpn is None else lpn[k - 1]
-        out[k] = (1 - lr * lam) * out[k - 1] + lr * (beta * k0 * U[k - 1] + lnorm * D[k - 1]) + R[k - 1]
+    with np.errstate(over="ignore", invalid="ignore"):
+        for k in range(1, steps):
+            lnorm = rho * math.sqrt(n) if lpn is None else lpn[k - 1]
+            out[k] = (1 - lr * lam) * out[k - 1] + lr * (beta * k0 * U[k - 1] + lnorm * D[k - 1]) + R[k - 1]
+    _finite_result(out, caller, ("train_bound", "drift_test", "kernel0_test_norm", "remainder_test"))
     return _like(out, drift_test)
 
 
@@ -247,18 +427,36 @@ def pl_condition(kernel, lam):
     """Lemma D.1: (holds, λ_min(Θ̂), 2/C) with C = 1/λ — the PL inequality holds if λ_min(Θ̂) ≥ 2λ.
 
     Under it, L(w_t) − L* ≤ e^{−2λt}(L(w₀) − L*) for (7) (e^{−2t} in (6)'s normalisation).
+
+    Validation: ``kernel`` a finite, square, non-empty, symmetric matrix (to √eps relative, as in
+    :mod:`ntkref.machines`; it need not be PSD — the test is about λ_min); λ > 0 finite.
     """
-    xp = namespace(kernel)
-    K = check_array(kernel, "kernel", caller="pl_condition", ndim=2, xp=xp)
-    lam = check_real(lam, "lam", caller="pl_condition", low=0.0, closed="neither")
+    from .machines import _check_gram
+
+    caller = "pl_condition"
+    K = _check_gram(_renamed(kernel, caller), caller, psd=False, name="kernel")
+    xp = namespace(K)
+    lam = check_real(lam, "lam", caller=caller, low=0.0, closed="neither")
     w = eigh((K + xp.matrix_transpose(K)) / 2, xp)[0]
     lmin = float(w[0])
     return lmin >= 2 * lam, lmin, 2 * lam
 
 
 def ramp_loss(z, y):
-    """min(1, max(0, 1 − yz)): bounded in [0, 1] and 1-Lipschitz, an upper bound of the 0–1 error."""
+    """min(1, max(0, 1 − yz)): bounded in [0, 1] and 1-Lipschitz, an upper bound of the 0–1 error.
+
+    Validation: ``z`` and ``y`` finite arrays of the same shape (``y`` the ±1 labels, or any real
+    weights); lists take the device of the other argument.
+    """
+    caller = "ramp_loss"
     xp = namespace(z, y)
+    like = z if is_array(z) else (y if is_array(y) else None)
+    z = check_array(z, "z", caller=caller, xp=xp, like=like)
+    y = check_array(y, "y", caller=caller, xp=xp, like=like)
+    if tuple(z.shape) != tuple(y.shape):
+        raise InvalidParameterError(
+            f"The 'y' parameter of {caller} must have the shape of 'z' {tuple(z.shape)}; got {tuple(y.shape)}."
+        )
     return xp.clip(1 - y * z, 0.0, 1.0)
 
 
@@ -268,14 +466,30 @@ def rademacher_bound(kernel, a, empirical_loss, *, delta, c, rho):
     ``empirical_loss`` is L_S(f), the mean over the n training points of a loss bounded in [0, c]
     and ρ-Lipschitz (e.g. :func:`ramp_loss`: c = ρ = 1).  ``delta`` is the failure probability
     (0.01 for the paper's 99 % confidence; the official code's 0.99 is the wrong way round).
+
+    Validation: ``kernel`` finite, square, non-empty, symmetric and positive semidefinite (the
+    Cholesky check of :mod:`ntkref.machines`: λ_min ≥ −n·eps·‖K‖_F; B = √(aᵀKa) is an RKHS norm only
+    for a PSD kernel); ``a`` finite of shape (n,); δ ∈ (0, 1); c, ρ finite ≥ 0; ``empirical_loss`` a
+    finite mean of a loss with values in [0, c], so in [0, c].  A bound that overflows float64
+    raises :class:`InvalidParameterError`.
     """
+    from .machines import _check_gram
+
+    caller = "rademacher_bound"
     xp = namespace(kernel, a)
-    K = check_array(kernel, "kernel", caller="rademacher_bound", ndim=2, xp=xp)
-    a = check_array(a, "a", caller="rademacher_bound", ndim=1, xp=xp, shape=(K.shape[0],), like=K)
-    delta = check_real(delta, "delta", caller="rademacher_bound", low=0.0, high=1.0, closed="neither")
-    c = check_real(c, "c", caller="rademacher_bound", low=0.0)
-    rho = check_real(rho, "rho", caller="rademacher_bound", low=0.0)
+    K = _check_gram(_renamed(kernel, caller, xp), caller, psd=True, name="kernel")
+    a = check_array(a, "a", caller=caller, ndim=1, xp=xp, shape=(K.shape[0],), like=K)
+    delta = check_real(delta, "delta", caller=caller, low=0.0, high=1.0, closed="neither")
+    c = check_real(c, "c", caller=caller, low=0.0)
+    rho = check_real(rho, "rho", caller=caller, low=0.0)
+    empirical_loss = check_real(empirical_loss, "empirical_loss", caller=caller, low=0.0, high=c)
     n = K.shape[0]
     B = math.sqrt(max(float(a @ (K @ a)), 0.0))
     complexity = B / n * math.sqrt(max(float(xp.sum(xp.linalg.diagonal(K))), 0.0))
-    return float(empirical_loss) + 2 * rho * complexity + 3 * c * math.sqrt(math.log(2 / delta) / (2 * n))
+    value = empirical_loss + 2 * rho * complexity + 3 * c * math.sqrt(math.log(2 / delta) / (2 * n))
+    return float(_finite_result(value, caller, ("kernel", "a", "rho", "c")))
+
+
+def _renamed(kernel, caller, xp=None):
+    """``kernel`` as a 2-D array (the machines' Gram check then reports it under its own name)."""
+    return check_array(kernel, "kernel", caller=caller, ndim=2, xp=xp if xp is not None else namespace(kernel))

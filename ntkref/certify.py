@@ -736,6 +736,22 @@ def _bisect(margin, top, active, tol, xp):
     return result, ok_top, evaluations
 
 
+def _check_tol(tol, dtype, xp, caller):
+    """``tol`` in [4·eps, 1] for the computing dtype: a finer relative grid cannot be resolved.
+
+    Below it, q = √(1 + tol) rounds to 1 (or to within an ulp of it) and the grid
+    top·q^(−k) collapses: the bracket test hi ≤ lo·q and the snap's log q break (NaN radii).
+    """
+    tol = check_real(tol, "tol", caller=caller, low=0.0, high=1.0, closed="right")
+    floor = 4.0 * _eps(dtype, xp)
+    if tol < floor:
+        raise InvalidParameterError(
+            f"The 'tol' parameter of {caller} must be at least 4*eps = {floor:.3g} for {dtype} inputs (a finer "
+            f"relative tolerance cannot be resolved in that precision). Got {tol!r} instead."
+        )
+    return tol
+
+
 def _radius_setup(x_test, xp, norm, max_radius, caller):
     n = x_test.shape[0]
     if max_radius is None:
@@ -808,10 +824,12 @@ def certified_radius(
     y : array (n_test,) of ±1, optional
         Labels; points with sign g(x₀) ≠ y are *misclassified*: radius 0, not
         certified, and reported in ``info["misclassified"]``.
-    tol : float in (0, 1]
+    tol : float in [4·eps, 1]
         Relative tolerance: the result r is the largest certified point of the
         grid max_radius·(1 + tol)^(−k/2); r is certified and r·(1 + tol) is not
-        (unless r is the bracket top).
+        (unless r is the bracket top).  eps is that of the computing dtype
+        (x_test's after promotion); a smaller tol cannot be resolved and raises
+        :class:`InvalidParameterError` naming ``tol``.
     max_radius : float or None
         Bracket top.  Default: the distance from x₀ to the origin in the ball's
         norm (‖x₀‖∞ or ‖x₀‖₂), which is never certified since g(0) = 0 (unless
@@ -845,10 +863,10 @@ def certified_radius(
     caller = "certified_radius"
     xp, x_train, x_test = _check_points(x_train, x_test, caller)
     alpha = _check_alpha(alpha, x_train, xp, caller)
-    tol = check_real(tol, "tol", caller=caller, low=0.0, high=1.0, closed="right")
     alpha, x_train = _split_alpha(alpha, x_train, xp)
     xp, x_train, x_test, geo = _prepare(x_test, x_train, caller, norm, method, domain, exact_domain)
     n = x_test.shape[0]
+    tol = _check_tol(tol, x_test.dtype, xp, caller)
     top = _radius_setup(x_test, xp, norm, max_radius, caller)
     if alpha.shape[0]:
         g0 = xp.sum(alpha[None, :] * geo.theta_center(), axis=1)
@@ -874,11 +892,11 @@ def certified_radius(
 # ---------------------------------------------------------------------------
 # IBP for finite nets (App. H.2)
 # ---------------------------------------------------------------------------
-def _per_layer(value, n_layers, name, caller):
+def _per_layer(value, n_layers, name, caller, low=None):
     if value is None:
         return None
     if isinstance(value, numbers.Real) or getattr(value, "shape", None) == ():
-        v = check_real(value, name, caller=caller)
+        v = check_real(value, name, caller=caller, low=low)
         return [v] * n_layers
     vals = list(value)
     if len(vals) != n_layers:
@@ -886,7 +904,7 @@ def _per_layer(value, n_layers, name, caller):
             f"The {name!r} parameter of {caller} must be a scalar or have one value per layer ({n_layers}); "
             f"got {len(vals)}."
         )
-    return [check_real(v, f"{name}[{i}]", caller=caller) for i, v in enumerate(vals)]
+    return [check_real(v, f"{name}[{i}]", caller=caller, low=low) for i, v in enumerate(vals)]
 
 
 def _check_net(net, params, W_std, b_std, caller, xp=None):
@@ -899,7 +917,7 @@ def _check_net(net, params, W_std, b_std, caller, xp=None):
     if not layers or any(len(layer) != 2 for layer in layers):
         raise InvalidParameterError(f"The 'params' parameter of {caller} must be a non-empty list of (W, b) pairs.")
     L = len(layers)
-    ws = _per_layer(W_std if W_std is not None else getattr(net, "W_std", 1.0), L, "W_std", caller)
+    ws = _per_layer(W_std if W_std is not None else getattr(net, "W_std", 1.0), L, "W_std", caller, low=0.0)
     bs = _per_layer(b_std if b_std is not None else getattr(net, "b_std", 0.0), L, "b_std", caller)
     if xp is None:
         xp = namespace(*[layer[0] for layer in layers])
@@ -976,7 +994,8 @@ def ibp_bounds(net, params, x_lower, x_upper, *, W_std=None, b_std=None):
         b may be None (no bias).  The readout has fan_out 1.
     x_lower, x_upper : arrays (n, d)
     W_std, b_std : float or sequence (one per layer), optional
-        Override the net's values.
+        Override the net's values.  Finite; W_std ≥ 0 (a standard deviation: a
+        negative value raises :class:`InvalidParameterError` naming ``W_std``).
 
     Returns
     -------
@@ -1064,6 +1083,7 @@ def ibp_radius(
     tol, max_radius, return_info : as in :func:`certified_radius`; the default
         top is ‖x₀‖ in the ball's norm (for bias-free nets g(0) = 0 there).
     W_std, b_std : float or sequence, optional
+        As in :func:`ibp_bounds`: finite, W_std ≥ 0 (a standard deviation).
 
     Returns
     -------
@@ -1089,7 +1109,7 @@ def ibp_radius(
             raise InvalidParameterError(f"The 'params0' parameter of {caller} must have the same shapes as 'params'.")
     check_option(norm, "norm", ("linf", "l2"), caller=caller)
     dom = _check_domain(domain, x_test, xp, caller)
-    tol = check_real(tol, "tol", caller=caller, low=0.0, high=1.0, closed="right")
+    tol = _check_tol(tol, x_test.dtype, xp, caller)
     n = x_test.shape[0]
     eps = _eps(x_test.dtype, xp)
     top = _radius_setup(x_test, xp, norm, max_radius, caller)

@@ -809,7 +809,12 @@ def subgradient_descent(
     K, y, loss, lam, K_test, g0, g0_test, alpha0, reduction
         As in :func:`gradient_flow`.
     lr : float
-        η, in (0, 1/λ) so that 1 − ηλ ∈ (0, 1) (Thm 3.2's η ∈ (0, 1) in the C-form).
+        η, in (0, 1/λ) so that 1 − ηλ ∈ (0, 1) (Thm 3.2's η ∈ (0, 1) in the C-form); any η > 0
+        when λ = 0.  Step sizes above the stability limit of a smooth loss (full batch:
+        η(λ + c·β_l·λ_max(K)) < 2) are *not* refused — the recursion is computed as asked, and a
+        growing but finite trajectory is returned — but a run whose iterates overflow to inf/NaN
+        raises :class:`~ntkref._validation.InvalidParameterError` naming ``lr`` (divergence is
+        detected once, on the recorded iterates and the final step, not at every step).
     steps : int
         Number of updates.
     batch_size : int, optional
@@ -907,11 +912,26 @@ def subgradient_descent(
         g_test = alpha_arr @ K_test.T
         if g0_test is not None:
             g_test = g_test + warr[:, None] * g0_test[None, :]
+    _check_diverged(caller, loss, lr, lam, c if batch_size is None else cb, xp,
+                    alpha_arr, g_train, g_test, *(subs[-1:] if record_subgradients else []))
     return Trajectory(
         times=times, g_train=g_train, g_test=g_test, alpha=alpha_arr, g0_weight=warr,
         method="subgradient" if batch_size is None else "sgd", steps=steps_arr,
         subgradients=(xp.stack(subs) if subs else xp.zeros((0, n), dtype=dtype, device=dev)) if record_subgradients else None,
         batch_masks=(xp.stack(masks) if masks else None) if (record_subgradients and decay == "batch" and batch_size) else None,
+    )
+
+
+def _check_diverged(caller, loss, lr, lam, c, xp, *arrays):
+    """Finite or error: iterates that overflowed (a step size beyond the stability limit) raise, naming ``lr``."""
+    if all(a is None or bool(xp.all(xp.isfinite(a))) for a in arrays):
+        return
+    beta = getattr(loss, "smoothness", None)
+    hint = (f" For the smooth {loss.name} loss gradient descent is stable only for "
+            f"lr·(lam + {c:.3g}·{beta:.3g}·λ_max(K)) < 2." if beta is not None else "")
+    raise InvalidParameterError(
+        f"The 'lr' parameter of {caller}: the iteration diverged (iterates overflowed to inf/NaN) with "
+        f"lr = {lr!r}, lam = {lam!r}; use a smaller step size (or rescale K and y).{hint}"
     )
 
 
@@ -947,7 +967,8 @@ def discrete_closed_form(K, subgradients, lam, lr, *, g0=None, alpha0=None, K_te
 
     Accuracy
     --------
-    Equal to the iterated recursion up to rounding (≈ T·eps·‖K‖·max‖α‖).
+    Equal to the iterated recursion up to rounding (≈ T·eps·‖K‖·max‖α‖).  A result that
+    overflows (inf/NaN) raises :class:`~ntkref._validation.InvalidParameterError` naming ``lr``.
     """
     caller = "discrete_closed_form"
     lam = check_real(lam, "lam", caller=caller, low=0.0)
@@ -989,6 +1010,11 @@ def discrete_closed_form(K, subgradients, lam, lr, *, g0=None, alpha0=None, K_te
     g_T_test = None
     if K_test is not None:
         g_T_test = K_test @ alpha_T + (0 if g0_test is None else w_T * g0_test)
+    if not all(a is None or bool(xp.all(xp.isfinite(a))) for a in (alpha_T, g_T, g_T_test)):
+        raise InvalidParameterError(
+            f"The 'lr' parameter of {caller}: the closed form overflowed (inf/NaN) with lr = {lr!r} and the given "
+            "'subgradients'; use a smaller step size or rescale the subgradients."
+        )
     return alpha_T, g_T, g_T_test
 
 

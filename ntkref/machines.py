@@ -68,7 +68,12 @@ Validation (every public function): K square, finite, symmetric to
 max|K − Kᵀ| ≤ √eps·max|K| (then symmetrised), and positive semidefinite to
 λ_min(K) ≥ −n·eps·‖K‖_F (tested by a Cholesky factorization of K + n·eps·‖K‖_F·I;
 ``check_psd=False`` skips it, O(n³/3)); y of shape (n,), ±1 for classification
-losses; λ > 0 (λ = 0 only for the squared loss, with K nonsingular).
+losses; λ > 0 (λ = 0 only for the squared loss, with K nonsingular).  A K whose
+squared entries overflow is refused by the PSD check.  Finite or error: a solve
+(:func:`solve`, :func:`fit`, :func:`hard_margin_svm`) whose objective, duality gap,
+KKT residual or coefficients come out non-finite (float overflow, e.g. y ~ 1e300)
+raises :class:`~ntkref._validation.InvalidParameterError` naming the inputs whose
+scale is beyond √(float max) — never ``converged=True`` with a NaN gap.
 
 Note on scikit-learn.  ``SVC(kernel="precomputed")`` solves a different problem
 (it fits an unregularised bias: Σ αᵢ = 0 in its dual) and libsvm caches kernel
@@ -117,15 +122,15 @@ def _eps(dtype, xp):
     return float(xp.finfo(dtype).eps)
 
 
-def _check_gram(K, caller, *, psd=True, xp=None):
-    """Square, finite, symmetric (then symmetrised) and, if ``psd``, PSD Gram matrix."""
-    K = check_array(K, "K", caller=caller, ndim=2, xp=xp)
+def _check_gram(K, caller, *, psd=True, xp=None, name="K"):
+    """Square, finite, symmetric (then symmetrised) and, if ``psd``, PSD Gram matrix (``name`` in messages)."""
+    K = check_array(K, name, caller=caller, ndim=2, xp=xp)
     xp = namespace(K)
     n, m = K.shape
     if n != m:
-        raise InvalidParameterError(f"The 'K' parameter of {caller} must be a square Gram matrix; got shape {(n, m)}.")
+        raise InvalidParameterError(f"The {name!r} parameter of {caller} must be a square Gram matrix; got shape {(n, m)}.")
     if n == 0:
-        raise InvalidParameterError(f"The 'K' parameter of {caller} must have at least one row.")
+        raise InvalidParameterError(f"The {name!r} parameter of {caller} must have at least one row.")
     eps = _eps(K.dtype, xp)
     # max|K − Kᵀ| over 256×256 tiles of the upper triangle: a whole transposed copy reads
     # memory with stride n and is ~4× slower at n = 2000.  The tile maxima stay on the device and
@@ -141,27 +146,37 @@ def _check_gram(K, caller, *, psd=True, xp=None):
     asym = max(0.0, *host[2:])
     if asym > math.sqrt(eps) * scale:
         raise InvalidParameterError(
-            f"The 'K' parameter of {caller} must be symmetric: max|K - K^T| = {asym:.3g} exceeds "
+            f"The {name!r} parameter of {caller} must be symmetric: max|K - K^T| = {asym:.3g} exceeds "
             f"sqrt(eps)*max|K| = {math.sqrt(eps) * scale:.3g}."
         )
     if asym > 0:
         K = (K + xp.matrix_transpose(K)) / 2
     if psd:
-        _check_psd(K, caller)
+        _check_psd(K, caller, name)
     return K
 
 
-def _check_psd(K, caller):
-    """λ_min(K) ≥ −n·eps·‖K‖_F, by a Cholesky factorization of K + n·eps·‖K‖_F·I (O(n³/3))."""
+def _check_psd(K, caller, name="K"):
+    """λ_min(K) ≥ −n·eps·‖K‖_F, by a Cholesky factorization of K + n·eps·‖K‖_F·I (O(n³/3)).
+
+    A K whose Frobenius norm overflows (entries near the float maximum) is refused as such, not
+    reported as indefinite.
+    """
     xp = namespace(K)
     n = K.shape[0]
     eps = _eps(K.dtype, xp)
     fro = float(xp.linalg.vector_norm(K))
+    if not math.isfinite(fro):
+        raise InvalidParameterError(
+            f"The {name!r} parameter of {caller} is too large: its Frobenius norm cannot be computed in {K.dtype} "
+            "(the squares of its entries overflow) "
+            f"(max|K| = {float(xp.max(xp.abs(K))):.3g}); rescale it."
+        )
     if fro > 0:  # K = 0 is PSD
         delta = n * eps * fro
         if not _cholesky_ok(K, delta, xp):
             raise InvalidParameterError(
-                f"The 'K' parameter of {caller} must be positive semidefinite: its smallest eigenvalue is below "
+                f"The {name!r} parameter of {caller} must be positive semidefinite: its smallest eigenvalue is below "
                 f"-n*eps*||K||_F = {-delta:.3g} (Cholesky of K + {delta:.3g} I failed). A kernel machine's "
                 "objective is not convex for an indefinite K."
             )
@@ -240,6 +255,28 @@ def _on_host(solver, K, y):
     out = solver(K_host, y_host, namespace(K_host))
     dev = device_of(K)
     return tuple(xp.asarray(o, device=dev) if is_array(o) else o for o in out)
+
+
+def _overflow_error(caller, what, K, y, lam, xp):
+    """The error for a solve whose objective or gap is not finite: names the inputs whose scale overflows."""
+    kmax = float(xp.max(xp.abs(K)))
+    ymax = float(xp.max(xp.abs(y))) if y.shape[0] else 0.0
+    big = math.sqrt(float(xp.finfo(K.dtype).max))
+    names = [nm for nm, v in (("K", kmax), ("y", ymax), ("lam", abs(lam))) if v > big]
+    if not names:  # no single input is near the limit: their product is
+        names = ["K", "y", "lam"]
+    return InvalidParameterError(
+        f"{caller}: the {what} is not finite (float overflow in {K.dtype}): the scale of "
+        + ", ".join(repr(nm) for nm in names)
+        + f" is too large (max|K| = {kmax:.3g}, max|y| = {ymax:.3g}, lam = {lam:.3g}); rescale the problem."
+    )
+
+
+def _check_finite_solution(caller, K, y, lam, xp, primal, dual, kkt, alpha):
+    """Finite or error: never ``converged=True`` with a NaN/inf objective, duality gap or coefficient."""
+    values = [primal, dual, primal - dual, kkt]
+    if not all(math.isfinite(v) for v in values) or not bool(xp.all(xp.isfinite(alpha))):
+        raise _overflow_error(caller, "objective, duality gap or solution", K, y, lam, xp)
 
 
 def _default_tol(dtype, xp):
@@ -770,6 +807,7 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
         dual = _dual_from_g(a_dual, g_dual, y, loss, lam_sum, xp)
         kkt = _kkt_residual(alpha, g, y, K, loss, lam_sum, xp)
         norm2 = float(xp.sum(alpha * g))
+    _check_finite_solution(caller, K, y, lam, xp, primal, dual, kkt, alpha)
     if not conv:
         warnings.warn(
             f"{caller}: the {loss.name} solver stopped with duality gap {primal - dual:.3g} > "
@@ -863,6 +901,7 @@ def hard_margin_svm(K, y, *, tol=None, max_iter=None, C_max=None, check_psd=True
 
     alpha, g, its_total, norm2, dual, infeas = _on_host(soft_margin_path, K, y)
     primal = 0.5 * norm2
+    _check_finite_solution(caller, K, y, 0.0, xp, primal, dual, infeas, alpha)
     conv = primal - dual <= tol * max(1.0, primal) and infeas <= math.sqrt(tol)
     if not conv:
         warnings.warn(f"{caller}: gap {primal - dual:.3g}, margin violation {infeas:.3g}.", ConvergenceWarning, stacklevel=2)

@@ -242,3 +242,117 @@ def test_public_functions_return_arrays_on_the_inputs_device(case):
             continue
         assert array_api_compat.array_namespace(arr) is strict, type(arr)
         assert array_api_compat.device(arr) == dev, array_api_compat.device(arr)
+
+
+# ------------------------------------------------------------------ finite or error (issue 14)
+
+NAN, INF = float("nan"), float("inf")
+_T = np.linspace(0.0, 1.0, 5)
+_DRIFT = np.linspace(0.0, 0.2, 5)
+
+
+def _good(fn):
+    """Valid arguments of every public function (keyword form), bad ones are substituted one at a time."""
+    K = np.array([[2.0, 0.5], [0.5, 1.0]])
+    return {
+        "printed_gap_bound": dict(times=_T, drift=_DRIFT, lam=1.0, loss="logistic", kernel0_norm=2.0, n=3),
+        "gronwall_gap_bound": dict(times=_T, drift=_DRIFT, lam=1.0, loss="logistic", kernel0_norm=2.0, n=3),
+        "gronwall_gap_bound_discrete": dict(lr=0.01, drift=_DRIFT, lam=1.0, loss="logistic", kernel0_norm=2.0, n=3,
+                                            remainder=_DRIFT[:-1], lprime_norm=_DRIFT + 1),
+        "convex_gap_bound": dict(times_or_lr=0.01, integrand=_DRIFT, lam=1.0, kernel0_eigs=(0.5, 2.0),
+                                 discrete=True, loss="logistic", remainder=_DRIFT[:-1]),
+        "convex_gap_bound-continuous": dict(times_or_lr=_T, integrand=_DRIFT, lam=1.0, kernel0_eigs=(0.5, 2.0)),
+        "gap_bound_test_points": dict(lr=0.01, train_bound=_DRIFT, drift_test=np.stack([_DRIFT, _DRIFT], axis=1),
+                                      lam=1.0, loss="logistic", kernel0_test_norm=np.array([1.0, 2.0]), n=3,
+                                      remainder_test=np.stack([_DRIFT, _DRIFT], axis=1)[:-1],
+                                      lprime_norm=_DRIFT + 1),
+        "pl_condition": dict(kernel=K, lam=0.2),
+        "rademacher_bound": dict(kernel=K, a=np.array([1.0, -1.0]), empirical_loss=0.1, delta=0.01, c=1.0, rho=1.0),
+        "ramp_loss": dict(z=np.array([0.5, -2.0]), y=np.array([1.0, 1.0])),
+    }[fn]
+
+
+def _call(fn, args, asxp):
+    args = {k: (asxp(v) if isinstance(v, np.ndarray) else v) for k, v in args.items()}
+    name = fn.split("-")[0]
+    return getattr(bounds, name)(**args)
+
+
+_SCALARS = [NAN, INF, -INF, -1.0]
+_BAD = {
+    "printed_gap_bound": [("times", np.array([0.0, 1.0, 0.5, 2.0, 3.0])), ("times", np.array([0.0])),
+                          ("times", np.array([0.0, NAN, 1, 2, 3])), ("drift", -_DRIFT - 1),
+                          ("drift", _DRIFT[:3]), ("drift", np.full(5, NAN)), ("drift", _DRIFT[:, None]),
+                          ("kernel0_norm", 1e300), ("n", 0), ("n", 2.5), ("lam", 0.0)]
+                         + [("kernel0_norm", v) for v in _SCALARS] + [("lam", v) for v in _SCALARS],
+    "gronwall_gap_bound": [("times", np.array([0.0, 1.0, 1.0, 2.0, 3.0])), ("times", np.zeros((0,))),
+                           ("drift", -_DRIFT - 1), ("drift", _DRIFT[:4]), ("n", 0), ("n", -3),
+                           ("kernel0_norm", 1e300), ("lam", 0.0)]
+                          + [("kernel0_norm", v) for v in _SCALARS] + [("lam", v) for v in _SCALARS],
+    "gronwall_gap_bound_discrete": [("lr", 0.0), ("lr", 2.0), ("n", 0), ("drift", -_DRIFT - 1),
+                                    ("drift", np.array([1.0])), ("remainder", _DRIFT[:2]),
+                                    ("remainder", -_DRIFT), ("remainder", np.full(4, NAN)),
+                                    ("lprime_norm", _DRIFT[:3]), ("lprime_norm", -_DRIFT),
+                                    ("kernel0_norm", 1e300)]
+                                   + [(k, v) for k in ("lr", "kernel0_norm", "lam") for v in _SCALARS],
+    "convex_gap_bound": [("times_or_lr", 0.0), ("kernel0_eigs", (0.0, 2.0)), ("kernel0_eigs", (3.0, 2.0)),
+                         ("kernel0_eigs", (0.5,)), ("kernel0_eigs", (0.5, 1.0, 2.0)), ("kernel0_eigs", 1.0),
+                         ("kernel0_eigs", (NAN, 1.0)), ("kernel0_eigs", (0.5, INF)), ("integrand", -_DRIFT - 1),
+                         ("integrand", np.array([1.0])), ("remainder", _DRIFT[:2]), ("remainder", -_DRIFT),
+                         ("loss", "hinge"), ("loss", None), ("discrete", "yes"), ("times_or_lr", 1.0)]
+                        + [(k, v) for k in ("times_or_lr", "lam") for v in _SCALARS],
+    "convex_gap_bound-continuous": [("times_or_lr", np.array([0.0, 2.0, 1.0, 3.0, 4.0])),
+                                    ("times_or_lr", _T[:4]), ("integrand", -_DRIFT), ("kernel0_eigs", (2.0, 1.0)),
+                                    ("kernel0_eigs", (-1.0, 1.0))] + [("lam", v) for v in _SCALARS],
+    "gap_bound_test_points": [("lr", 0.0), ("lr", 2.0), ("n", 0), ("train_bound", _DRIFT[:4]),
+                              ("train_bound", -_DRIFT - 1), ("drift_test", _DRIFT), ("drift_test", -np.ones((5, 2))),
+                              ("drift_test", np.full((5, 2), NAN)), ("drift_test", np.ones((1, 2))),
+                              ("kernel0_test_norm", np.array([1.0, 2.0, 3.0])), ("kernel0_test_norm", -np.ones(2)),
+                              ("kernel0_test_norm", np.array([1.0, NAN])), ("remainder_test", np.ones((2, 2))),
+                              ("remainder_test", np.ones((4, 3))), ("remainder_test", -np.ones((4, 2))),
+                              ("lprime_norm", _DRIFT[:3]), ("lprime_norm", -_DRIFT)]
+                             + [(k, v) for k in ("lr", "lam") for v in _SCALARS],
+    "pl_condition": [("kernel", np.ones((2, 3))), ("kernel", np.zeros((0, 0))), ("kernel", np.array([1.0, 2.0])),
+                     ("kernel", np.array([[1.0, NAN], [NAN, 1.0]])), ("kernel", np.array([[1.0, 0.0], [1.0, 1.0]])),
+                     ("lam", 0.0)] + [("lam", v) for v in _SCALARS],
+    "rademacher_bound": [("kernel", -np.eye(2)), ("kernel", np.array([[1.0, 2.0], [2.0, 1.0]])),
+                         ("kernel", np.ones((2, 3))), ("kernel", np.zeros((0, 0))),
+                         ("kernel", np.array([[1.0, 0.0], [1.0, 1.0]])), ("kernel", np.array([[1.0, INF], [INF, 1.0]])),
+                         ("a", np.ones(3)), ("a", np.array([1.0, NAN])), ("a", np.full(2, 1e300)),
+                         ("empirical_loss", 1.5), ("delta", 0.0), ("delta", 1.0)]
+                        + [(k, v) for k in ("empirical_loss", "delta", "c", "rho") for v in _SCALARS],
+    "ramp_loss": [("z", np.array([NAN, 1.0])), ("z", np.array([INF, 1.0])), ("y", np.array([1.0, -INF])),
+                  ("y", np.ones(3)), ("z", np.ones((2, 1)))],
+}
+_BAD_CASES = [(fn, name, value) for fn, cases in _BAD.items() for name, value in cases]
+
+
+@pytest.mark.parametrize("fn, name, value", _BAD_CASES,
+                         ids=[f"{fn}-{name}-{i}" for i, (fn, name, _) in enumerate(_BAD_CASES)])
+def test_bad_inputs_raise_naming_the_parameter(asxp, fn, name, value):
+    """Every argument of every public function is validated (finite, range, shape/length, PSD for the
+    Rademacher bound, monotone times): NaN, ±inf, negative, zero, wrong shape, empty and 1e300 inputs raise
+    InvalidParameterError naming the parameter; a bound that overflows is refused, never returned as inf/NaN.
+    (Before: NaN/negative kernel0_norm, negative drift, n = 0, NaN empirical_loss, -I as a kernel, λ_min > λ_max
+    and length mismatches gave NaN, negative or zero "bounds".)"""
+    args = dict(_good(fn))
+    args[name] = value
+    with np.errstate(all="ignore"), pytest.raises(InvalidParameterError) as info:
+        _call(fn, args, asxp)
+    label = "lr" if (fn.startswith("convex") and name == "times_or_lr" and np.ndim(value) == 0) else (
+        "times" if name == "times_or_lr" else name)
+    assert f"'{label}'" in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize("fn", sorted(_BAD))
+def test_the_valid_reference_arguments_give_finite_bounds(asxp, tonp, fn):
+    """The base arguments of the bad-input test are valid: the bad-input failures are due to the one bad value."""
+    out = _call(fn, _good(fn), asxp)
+    for v in out if isinstance(out, tuple) else (out,):
+        v = v if isinstance(v, (bool, float, int)) else tonp(v)
+        assert np.all(np.isfinite(np.asarray(v, dtype=float)))
+
+
+def test_rademacher_reproduction_is_refused():
+    with pytest.raises(InvalidParameterError, match="'kernel'.*positive semidefinite"):
+        bounds.rademacher_bound(-np.eye(3), np.ones(3), 0.1, delta=0.01, c=1, rho=1)

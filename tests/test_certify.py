@@ -962,3 +962,57 @@ def test_public_functions_return_arrays_on_the_inputs_device(case):
     for arr in arrays:
         assert array_api_compat.array_namespace(arr) is strict, type(arr)
         assert array_api_compat.device(arr) == dev, array_api_compat.device(arr)
+
+
+# ---------------------------------------------------------------------------
+# finite or error (issue 14): tolerances the dtype cannot resolve, negative W_std
+# ---------------------------------------------------------------------------
+def _problem14(asxp, dtype=np.float64):
+    rng = np.random.default_rng(14)
+    x_train = rng.normal(size=(5, 3)).astype(dtype)
+    x_test = rng.normal(size=(4, 3)).astype(dtype)
+    alpha = rng.normal(size=5).astype(dtype)
+    params = [(asxp(rng.normal(size=(3, 8)).astype(dtype)), None), (asxp(rng.normal(size=(8, 1)).astype(dtype)), None)]
+    return asxp(alpha), asxp(x_train), asxp(x_test), params
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("tol_in_eps", [0.0, 1e-3, 0.45, 1.0, 3.9])
+@pytest.mark.parametrize("fn", ["certified_radius", "ibp_radius"])
+def test_tolerance_below_what_the_dtype_resolves_is_refused(asxp, dtype, tol_in_eps, fn):
+    """certified_radius(..., tol=1e-16) returned all-NaN radii although tol ∈ (0, 1] was accepted: √(1 + tol)
+    rounds to 1 and the grid collapses.  tol < 4·eps (of the computing dtype) raises, naming 'tol'."""
+    alpha, x_train, x_test, params = _problem14(asxp, dtype)
+    tol = tol_in_eps * float(np.finfo(dtype).eps)
+    with pytest.raises(InvalidParameterError, match="'tol'"):
+        if fn == "certified_radius":
+            certify.certified_radius(alpha, x_train, x_test, tol=tol)
+        else:
+            certify.ibp_radius(None, params, x_test, tol=tol)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("fn", ["certified_radius", "ibp_radius"])
+def test_smallest_allowed_tolerance_gives_finite_certified_radii(asxp, tonp, dtype, fn):
+    """At tol = 4·eps the radii are finite, positive where g(x₀) ≠ 0, and agree with a coarse tol's to its
+    resolution (the finer grid can only refine: |r_fine − r_coarse| ≤ tol_coarse·r)."""
+    alpha, x_train, x_test, params = _problem14(asxp, dtype)
+    tol = 4.0 * float(np.finfo(dtype).eps)
+
+    def run(t):
+        if fn == "certified_radius":
+            return tonp(certify.certified_radius(alpha, x_train, x_test, tol=t))
+        return tonp(certify.ibp_radius(None, params, x_test, tol=t))
+
+    fine, coarse = run(tol), run(1e-3)
+    assert np.all(np.isfinite(fine)) and np.all(fine > 0)
+    np.testing.assert_allclose(fine, coarse, rtol=2e-3)
+
+
+@pytest.mark.parametrize("W_std", [-1.0, -1e-300, [1.0, -0.5], float("nan"), float("inf")])
+def test_ibp_refuses_a_negative_or_non_finite_W_std(asxp, W_std):
+    alpha, x_train, x_test, params = _problem14(asxp)
+    with pytest.raises(InvalidParameterError, match="W_std"):
+        certify.ibp_radius(None, params, x_test, W_std=W_std)
+    with pytest.raises(InvalidParameterError, match="W_std"):
+        certify.ibp_bounds(None, params, x_test, x_test, W_std=W_std)

@@ -742,3 +742,56 @@ def test_event_flow_host_step_is_the_numpy_computation(name):
     for f in ("times", "g_train", "g_test", "alpha", "g0_weight", "segment_times", "segment_derivatives"):
         np.testing.assert_array_equal(to_numpy(getattr(got, f)), getattr(ref, f), err_msg=f)
     assert got.event_times == ref.event_times and got.n_events == ref.n_events
+
+
+# ------------------------------------------------------------------ finite or error (issue 14)
+
+
+def _gram14():
+    rng = np.random.default_rng(14)
+    x = rng.normal(size=(6, 3))
+    return x @ x.T + 0.1 * np.eye(6), np.where(x[:, 0] > 0, 1.0, -1.0)
+
+
+@pytest.mark.parametrize("loss, lam, lr, batch_size, record_every", [
+    ("squared", 0.0, 1e3, None, 1),       # the reproduction: λ = 0 put no bound on lr
+    ("squared", 0.0, 1e3, None, 50),      # divergence between recorded steps is still caught
+    ("squared", 1e-3, 900.0, None, 1),    # lr < 1/λ but far above the stability limit
+    ("squared_hinge", 0.0, 1e3, None, 1),
+    ("squared", 0.0, 1e3, 3, 1),          # minibatch
+])
+def test_subgradient_descent_divergence_names_lr(asxp, loss, lam, lr, batch_size, record_every):
+    """subgradient_descent(K, y, 'squared', 0.0, 1e3, 200) returned NaN: iterates that overflow raise an
+    InvalidParameterError naming 'lr' (with the smooth loss's stability limit), never a NaN trajectory."""
+    K, y = _gram14()
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        with pytest.raises(InvalidParameterError, match="'lr'.*diverged"):
+            D.subgradient_descent(asxp(K), asxp(y), loss, lam, lr, 200, batch_size=batch_size, seed=0,
+                                  record_every=record_every)
+
+
+def test_above_the_stability_limit_but_finite_is_returned_exactly(asxp, tonp):
+    """Documented behaviour: a step size beyond η(λ + 2λ_max) < 2 (squared loss) is not refused; a few
+    steps stay finite and equal the explicit recursion g ← g − 2ηK(g − y)."""
+    K, y = _gram14()
+    lr = 2.5 / np.linalg.eigvalsh(K)[-1]  # unstable: η·2λ_max = 5 > 2
+    tr = D.subgradient_descent(asxp(K), asxp(y), "squared", 0.0, lr, 5)
+    g = np.zeros(6)
+    for _ in range(5):
+        g = g - lr * 2 * K @ (g - y)
+    np.testing.assert_allclose(tonp(tr.g_train)[-1], g, rtol=1e-10)
+    assert np.abs(g).max() > 10 * np.abs(y).max()  # it does diverge, finitely
+
+
+def test_discrete_closed_form_overflow_names_lr(asxp):
+    K, _ = _gram14()
+    S = np.full((3, 6), 1e300)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        with pytest.raises(InvalidParameterError, match="'lr'"):
+            D.discrete_closed_form(asxp(K), asxp(S), 0.0, 1e10)

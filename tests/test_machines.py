@@ -526,3 +526,68 @@ def test_host_step_is_the_numpy_solve(name):
     np.testing.assert_array_equal(to_numpy(got.train_output_), ref.train_output_)
     assert (got.primal_objective, got.dual_objective, got.n_iter, got.rkhs_norm_) == (
         ref.primal_objective, ref.dual_objective, ref.n_iter, ref.rkhs_norm_)
+
+
+# ------------------------------------------------------------------ finite or error (issue 14)
+
+
+def _small_gram():
+    rng = np.random.default_rng(14)
+    x = rng.normal(size=(5, 3))
+    return x @ x.T + 0.1 * np.eye(5), np.array([1.0, -1.0, 1.0, -1.0, 1.0])
+
+
+@pytest.mark.parametrize("loss", ["squared", "epsilon_insensitive"])
+@pytest.mark.parametrize("y_scale, lam, named", [(1e300, 0.1, "'y'"), (1e300, 1e300, "'lam'"),
+                                                 (1e200, 1e200, "'y'")])
+def test_solve_refuses_an_overflowing_objective(asxp, loss, y_scale, lam, named):
+    """machines.solve(K, 1e300·y, 'squared', 0.1) used to return a NaN duality gap with converged=True.
+    Finite or error: the objective/gap overflow is an InvalidParameterError naming the input at fault;
+    never a non-finite gap reported as converged."""
+    K, y = _small_gram()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        try:
+            m = machines.solve(asxp(K), asxp(y_scale * y), loss, lam)
+        except InvalidParameterError as exc:
+            assert named in str(exc) and "not finite" in str(exc)
+            return
+    # a solver that stays finite is fine, as long as its certificate is finite
+    assert np.isfinite(m.duality_gap) and np.isfinite(m.primal_objective)
+
+
+def test_solve_overflow_of_the_squared_loss_is_an_error(asxp):
+    K, y = _small_gram()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        with pytest.raises(InvalidParameterError, match="'y'.*too large"):
+            machines.solve(asxp(K), asxp(1e300 * np.ones(5)), "squared", 0.1)
+
+
+@pytest.mark.parametrize("scale", [1e300, 1e200])
+@pytest.mark.parametrize("fn", ["solve", "hard_margin_svm"])
+def test_a_gram_matrix_that_overflows_is_named_not_called_indefinite(asxp, scale, fn):
+    """‖K‖_F overflowing made the PSD check report 'not positive semidefinite' for the PSD matrix 1e300·K."""
+    K, y = _small_gram()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        with pytest.raises(InvalidParameterError, match="'K'.*too large") as info:
+            if fn == "solve":
+                machines.solve(asxp(scale * K), asxp(y), "hinge", 0.1)
+            else:
+                machines.hard_margin_svm(asxp(scale * K), asxp(y))
+    assert "semidefinite" not in str(info.value)
+
+
+def test_unchecked_overflowing_gram_never_reports_converged(asxp):
+    """With check_psd=False the overflow surfaces in the objective: an error, not converged=True with NaN."""
+    K, y = _small_gram()
+    for loss in ("squared", "hinge", "squared_hinge", "logistic", "epsilon_insensitive"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                m = machines.solve(asxp(1e300 * K), asxp(y), loss, 0.1, check_psd=False)
+            except InvalidParameterError as exc:
+                assert "'K'" in str(exc), (loss, exc)
+                continue
+        assert np.isfinite(m.duality_gap) and np.isfinite(m.primal_objective), loss
