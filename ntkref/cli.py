@@ -3,8 +3,14 @@ r"""The ``ntkref`` command line: language-neutral access to the reference (SPEC 
 Inputs are ``.npy`` files or arrays of ``.npz`` files (``file.npz:key``; the key
 may be omitted when the archive holds one array); outputs are ``.npy``/``.npz``.
 Files are always read with ``numpy.load(..., allow_pickle=False)``: a pickled
-or object array is refused.  Outputs are written atomically (a temporary file
-in the same folder, then a rename), so a failed command leaves nothing behind.
+or object array is refused.  Output paths (``--out``, ``compare --report``) are
+checked before any work (an existing, writable folder; not itself a folder), and
+outputs are written atomically (a temporary file in the same folder, then a
+rename; the temporary file is removed on any error), so a failed command leaves
+nothing behind.  Options that the chosen ``--family`` does not use (``--activation``
+with ``cntk``; ``--readout``, ``--filter-size``, ``--fix-first-last`` with ``fc``)
+are refused, and ``compare``'s ``--rtol``, ``--diag-rtol``, ``--atol`` must be
+finite and ≥ 0.
 
 Commands (``ntkref COMMAND --help`` documents each):
 
@@ -26,7 +32,8 @@ Commands (``ntkref COMMAND --help`` documents each):
     tolerance; exit status 1 on disagreement.
 
 Exit status: 0 success (``compare``: agreement), 1 ``compare`` found a
-disagreement, 2 usage or input error (argparse's convention; nothing written).
+disagreement, 2 usage or input error (argparse's convention; nothing written;
+one line on stderr, no traceback).
 
 Where the work runs: inputs are read with NumPy, moved explicitly to the namespace
 ``NTKREF_BACKEND`` names on the device ``NTKREF_DEVICE`` names (``--backend``
@@ -155,11 +162,20 @@ def _check_out(path, single_ok, multi):
         raise CLIError(f"--out: {path!r} must end in .npy or .npz.")
     if path.endswith(".npy") and not single_ok:
         raise CLIError(f"--out: {multi} needs a .npz output (several arrays); got {path!r}.")
+    _check_writable(path, "--out")
+
+
+def _check_writable(path, option):
+    """Before any work: ``path`` is not a folder, its folder exists and a file can be created in it."""
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
-        raise CLIError(f"--out: the folder {folder!r} does not exist.")
+        raise CLIError(f"{option}: the folder {folder!r} does not exist.")
     if os.path.isdir(path):
-        raise CLIError(f"--out: {path!r} is a folder.")
+        raise CLIError(f"{option}: {path!r} is a folder.")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise CLIError(f"{option}: the folder {folder!r} is not writable.")
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        raise CLIError(f"{option}: {path!r} exists and is not writable.")
 
 
 def _chmod_like_new_file(path):
@@ -171,21 +187,39 @@ def _chmod_like_new_file(path):
 
 def write_atomic(path, arrays, main_key):
     """Write ``arrays`` (dict of NumPy arrays) to ``path`` (.npy: ``main_key`` only) atomically."""
+
+    def write(f):
+        if path.endswith(".npy"):
+            np.save(f, np.asarray(arrays[main_key]), allow_pickle=False)
+        else:
+            np.savez(f, **{k: np.asarray(v) for k, v in arrays.items() if v is not None})
+
+    _replace_atomically(path, "wb", write, "--out")
+
+
+def _replace_atomically(path, mode, write, option):
+    """``write(f)`` into a temporary file in ``path``'s folder, then ``os.replace`` it onto ``path``.
+
+    The temporary file is removed on any error (nothing is left behind); an OSError becomes a one-line
+    CLIError naming ``option``.
+    """
     folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".ntkref-", suffix=".tmp")
     try:
-        with os.fdopen(fd, "wb") as f:
-            if path.endswith(".npy"):
-                np.save(f, np.asarray(arrays[main_key]), allow_pickle=False)
-            else:
-                np.savez(f, **{k: np.asarray(v) for k, v in arrays.items() if v is not None})
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".ntkref-", suffix=".tmp")
+    except OSError as exc:
+        raise CLIError(f"{option}: cannot write in {folder!r} ({exc.strerror or exc}).") from None
+    try:
+        with os.fdopen(fd, mode) as f:
+            write(f)
         _chmod_like_new_file(tmp)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(exc, OSError):
+            raise CLIError(f"{option}: cannot write {path!r} ({exc.strerror or exc}).") from None
         raise
 
 
@@ -264,6 +298,28 @@ def _module(name, command):
 # ---------------------------------------------------------------------------------------------
 # computations (shared by the commands and by compare)
 # ---------------------------------------------------------------------------------------------
+_FAMILY_ONLY = {"fc": {"activation": "--activation"},
+                "cntk": {"readout": "--readout", "filter_size": "--filter-size", "fix_first_last": "--fix-first-last"}}
+_FAMILY_DEFAULTS = {"activation": "relu", "readout": "gap", "filter_size": 3, "fix_first_last": False}
+
+
+def _resolve_family_options(args):
+    """Refuse an option the chosen ``--family`` ignores (e.g. ``--activation`` with cntk, a ReLU CNN), then
+    fill in the defaults of the family's own options (argparse leaves them ``None`` so that "given" is known)."""
+    if getattr(args, "_family_resolved", False):
+        return
+    args._family_resolved = True
+    for family, options in _FAMILY_ONLY.items():
+        if family == args.family:
+            continue
+        for dest, flag in options.items():
+            if getattr(args, dest, None) is not None:
+                raise CLIError(f"{flag} applies only to --family {family}; --family {args.family} does not use it.")
+    for dest, default in _FAMILY_DEFAULTS.items():
+        if getattr(args, dest, None) is None:
+            setattr(args, dest, default)
+
+
 def _kernel_params(args):
     if args.family == "cntk":
         return dict(depth=args.depth, readout=args.readout, filter_size=args.filter_size, W_std=args.W_std,
@@ -282,6 +338,7 @@ def _kernel_call(family, a1, a2, wanted, dtype, params):
 
 
 def _compute_kernel(args, wanted):
+    _resolve_family_options(args)
     tg = _Target(args.backend)
     x1 = load_array(args.x1, "--x1")
     x2 = None if args.x2 is None else load_array(args.x2, "--x2")
@@ -536,10 +593,24 @@ def _compare_scaled(C, R, args, what, default_rtol, note):
     return lines, bad, err / max(rtol, 1e-300)
 
 
+def _check_tolerances(args):
+    """--rtol, --diag-rtol and --atol must be finite and ≥ 0 (a NaN tolerance would make every entry agree)."""
+    import math
+
+    for flag, value in (("--rtol", args.rtol), ("--diag-rtol", args.diag_rtol), ("--atol", args.atol)):
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise CLIError(f"{flag}: must be a finite number >= 0; got {value!r}.")
+
+
 def _cmd_compare(args):
+    _check_tolerances(args)
+    if args.report is not None:
+        if not args.report.endswith(".json"):
+            raise CLIError(f"--report: {args.report!r} must end in .json.")
+        _check_writable(args.report, "--report")
+    if args.kind == "kernel":
+        _resolve_family_options(args)
     candidate = load_array(args.candidate, "--candidate")
-    if args.report is not None and not args.report.endswith(".json"):
-        raise CLIError(f"--report: {args.report!r} must end in .json.")
     if args.kind == "kernel":
         if args.x1 is None:
             raise CLIError("compare --kind kernel needs --x1 (and optionally --x2).")
@@ -581,13 +652,7 @@ def _cmd_compare(args):
                           "report": lines}, indent=1)
     print(summary if args.json else "\n".join(lines))
     if args.report is not None:
-        text = summary
-        folder = os.path.dirname(os.path.abspath(args.report))
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".ntkref-", suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        _chmod_like_new_file(tmp)
-        os.replace(tmp, args.report)
+        _replace_atomically(args.report, "w", lambda f: f.write(summary), "--report")
     return EXIT_OK if agree else EXIT_DISAGREE
 
 
@@ -617,15 +682,16 @@ def _kernel_options(p, required_x1=True):
                    help="inputs, shape (n1, d) (cntk: (n1, C, H, W)): file.npy or file.npz:key")
     g.add_argument("--x2", default=None, metavar="FILE", help="second inputs, shape (n2, ...); default: x1 (symmetric)")
     g.add_argument("--depth", type=int, default=1, help="number of hidden (fc) or conv+ReLU (cntk) layers (default 1)")
-    g.add_argument("--activation", choices=("relu", "erf", "tanh"), default="relu", help="default relu")
+    g.add_argument("--activation", choices=("relu", "erf", "tanh"), default=None,
+                   help="fc: activation (default relu; an error with --family cntk, a ReLU CNN)")
     g.add_argument("--W-std", dest="W_std", type=_floats, default=1.0, metavar="W",
                    help="weight std: one number or comma-separated, one per layer incl. the readout (default 1)")
     g.add_argument("--b-std", dest="b_std", type=_floats, default=0.0, metavar="B",
                    help="bias std: one number or one per layer (default 0: no biases)")
     g.add_argument("--get", choices=("ntk", "nngp", "both"), default="ntk", help="which kernel (default ntk)")
-    g.add_argument("--readout", choices=("gap", "flatten"), default="gap", help="cntk: readout (default gap)")
-    g.add_argument("--filter-size", dest="filter_size", type=int, default=3, help="cntk: odd filter size (default 3)")
-    g.add_argument("--fix-first-last", dest="fix_first_last", action="store_true",
+    g.add_argument("--readout", choices=("gap", "flatten"), default=None, help="cntk: readout (default gap)")
+    g.add_argument("--filter-size", dest="filter_size", type=int, default=None, help="cntk: odd filter size (default 3)")
+    g.add_argument("--fix-first-last", dest="fix_first_last", action="store_true", default=None,
                    help="cntk: Arora et al.'s variant with the first and last layers fixed")
 
 
@@ -721,11 +787,11 @@ def build_parser():
     p.add_argument("--candidate", required=True, metavar="FILE",
                    help="your array: the kernel (n1, n2), alpha (n,), g_train (T, n) or radii (n_test,)")
     p.add_argument("--rtol", type=float, default=None,
-                   help="tolerance (kernel: normalised error, default 1e-10; fit/dynamics: scaled, default 1e-8; "
-                        "certify: default 1e-3)")
+                   help="tolerance, finite and >= 0 (kernel: normalised error, default 1e-10; fit/dynamics: "
+                        "scaled, default 1e-8; certify: default 1e-3)")
     p.add_argument("--diag-rtol", dest="diag_rtol", type=float, default=None,
                    help="kernel: tolerance on the diagonal of a symmetric kernel (default --rtol)")
-    p.add_argument("--atol", type=float, default=0.0, help="extra absolute tolerance (default 0)")
+    p.add_argument("--atol", type=float, default=0.0, help="extra absolute tolerance, finite and >= 0 (default 0)")
     p.add_argument("--report", default=None, metavar="FILE", help="also write the report as JSON")
     _kernel_options(p, required_x1=False)
     _machine_options(p, required=False)  # its --y is also the test labels of --kind certify
@@ -746,10 +812,12 @@ def main(argv=None):
     try:
         return args.func(args)
     except (CLIError, InvalidParameterError, BackendError) as exc:
-        print(f"ntkref {args.command}: error: {exc}", file=sys.stderr)
+        message = " ".join(str(exc).split())  # one line
+        print(f"ntkref {args.command}: error: {message}", file=sys.stderr)
         return EXIT_ERROR
-    except (ValueError, TypeError, ArithmeticError, np.linalg.LinAlgError) as exc:
-        print(f"ntkref {args.command}: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+    except (ValueError, TypeError, ArithmeticError, np.linalg.LinAlgError, OSError) as exc:
+        message = " ".join(str(exc).split())  # one line
+        print(f"ntkref {args.command}: error: {type(exc).__name__}: {message}", file=sys.stderr)
         return EXIT_ERROR
 
 

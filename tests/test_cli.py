@@ -201,9 +201,12 @@ def test_write_is_atomic(data, capsys, monkeypatch):
         raise OSError("disk full")
 
     monkeypatch.setattr(cli.np, "save", broken_save)
-    with pytest.raises(OSError):
-        cli.main(["kernel", "--x1", str(tmp / "a.npy"), "--out", str(tmp / "k.npy")])
+    capsys.readouterr()
+    code = cli.main(["kernel", "--x1", str(tmp / "a.npy"), "--out", str(tmp / "k.npy")])
     monkeypatch.undo()
+    err = capsys.readouterr().err
+    assert code == 2  # a failed write is one line on stderr, not a traceback
+    assert err.count("\n") == 1 and "--out" in err and "disk full" in err and "Traceback" not in err
     assert _listing(tmp) == before  # no temporary file left behind
     assert np.array_equal(np.load(tmp / "k.npy"), np.zeros((1, 1)))
 
@@ -500,3 +503,144 @@ def test_compare_report_and_json_name_the_backend(data, capsys, monkeypatch):
     monkeypatch.setenv("NTKREF_DEVICE", "device1")
     code, out = run(base + ["--json"], capsys)
     assert code == 0 and json.loads(out.out)["backend"] == f"array_api_strict on {strict.Device('device1')!r}"
+
+
+# ---------------------------------------------------------------------------------------------
+# finite or an error: tolerances, options a family ignores, output paths
+# ---------------------------------------------------------------------------------------------
+def _one_line_error(out, *needles):
+    assert out.err.count("\n") == 1 and "Traceback" not in out.err, out.err
+    for needle in needles:
+        assert needle in out.err, out.err
+
+
+def _no_temporary_files(folder):
+    return not [name for name in os.listdir(folder) if name.startswith(".ntkref-")]
+
+
+@pytest.mark.parametrize("flag, value", [("--rtol", "nan"), ("--rtol", "inf"), ("--rtol", "-1"), ("--rtol", "-inf"),
+                                         ("--diag-rtol", "nan"), ("--diag-rtol", "-1e-300"),
+                                         ("--atol", "inf"), ("--atol", "nan"), ("--atol", "-1")])
+@pytest.mark.parametrize("factor", [2.0, 1.0])  # a 2x wrong kernel (was AGREE for nan/inf), the exact one
+def test_compare_tolerances_must_be_finite_and_non_negative(data, capsys, flag, value, factor):
+    tmp, *_ = data
+    assert run(["kernel", "--x1", tmp / "a.npy", "--out", tmp / "k.npy"], capsys)[0] == 0
+    np.save(tmp / "cand.npy", factor * np.load(tmp / "k.npy"))
+    before = _listing(tmp)
+    code, out = run(["compare", "--kind", "kernel", "--candidate", tmp / "cand.npy", "--x1", tmp / "a.npy",
+                     f"{flag}={value}", "--report", tmp / "r.json"], capsys)
+    assert code == 2 and "RESULT" not in out.out  # no verdict from an invalid tolerance
+    _one_line_error(out, flag, "finite")
+    assert _listing(tmp) == before  # no report written
+
+
+def test_valid_tolerances_still_give_the_verdicts(data, capsys):
+    tmp, *_ = data
+    run(["kernel", "--x1", tmp / "a.npy", "--out", tmp / "k.npy"], capsys)
+    np.save(tmp / "twice.npy", 2 * np.load(tmp / "k.npy"))
+    base = ["compare", "--kind", "kernel", "--x1", tmp / "a.npy", "--candidate"]
+    assert run(base + [tmp / "twice.npy", "--rtol", "1e300"], capsys)[0] == 0
+    assert run(base + [tmp / "twice.npy", "--rtol", "0", "--atol", "0"], capsys)[0] == 1
+    assert run(base + [tmp / "k.npy", "--rtol", "0", "--atol", "0"], capsys)[0] == 0
+
+
+@pytest.mark.parametrize("family, option", [("cntk", ["--activation", "erf"]), ("cntk", ["--activation", "relu"]),
+                                            ("fc", ["--readout", "flatten"]), ("fc", ["--filter-size", "1"]),
+                                            ("fc", ["--fix-first-last"])])
+@pytest.mark.parametrize("command", ["kernel", "compare"])
+def test_options_the_family_ignores_are_refused(tmp_path, capsys, family, option, command):
+    x = np.random.default_rng(1).normal(size=(2, 1, 3, 3) if family == "cntk" else (3, 2))
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "cand.npy", np.zeros((x.shape[0], x.shape[0])))
+    tail = (["--out", tmp_path / "k.npy"] if command == "kernel"
+            else ["--kind", "kernel", "--candidate", tmp_path / "cand.npy"])
+    before = _listing(tmp_path)
+    code, out = run([command, "--family", family, "--x1", tmp_path / "x.npy", *option, *tail], capsys)
+    assert code == 2
+    _one_line_error(out, option[0], f"--family {family}")
+    assert _listing(tmp_path) == before
+
+
+def test_family_defaults_unchanged(tmp_path, capsys):
+    from ntkref import kernels
+
+    x = np.random.default_rng(2).normal(size=(2, 1, 3, 3))
+    np.save(tmp_path / "x.npy", x)
+    assert run(["kernel", "--family", "cntk", "--x1", tmp_path / "x.npy", "--out", tmp_path / "k.npy"], capsys)[0] == 0
+    ref = kernels.cntk(x, depth=1, readout="gap", filter_size=3).ntk
+    assert np.array_equal(np.load(tmp_path / "k.npy"), np.asarray(ref))
+
+
+def _fail_if_computed(monkeypatch):
+    import ntkref.kernels
+
+    def boom(*args, **kwargs):
+        raise AssertionError("the reference was computed before the output path was checked")
+
+    monkeypatch.setattr(ntkref.kernels, "fc", boom)
+
+
+@pytest.mark.parametrize("where", ["folder", "missing-folder"])
+def test_report_path_is_checked_before_computing(data, capsys, monkeypatch, where):
+    tmp, *_ = data
+    run(["kernel", "--x1", tmp / "a.npy", "--out", tmp / "k.npy"], capsys)
+    report = tmp / "DIR.json"
+    if where == "folder":
+        report.mkdir()
+    else:
+        report = tmp / "nowhere" / "r.json"
+    before = _listing(tmp)
+    _fail_if_computed(monkeypatch)
+    code, out = run(["compare", "--kind", "kernel", "--candidate", tmp / "k.npy", "--x1", tmp / "a.npy",
+                     "--report", report], capsys)
+    assert code == 2
+    _one_line_error(out, "--report")
+    assert _listing(tmp) == before and _no_temporary_files(tmp)
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root may write anywhere")
+@pytest.mark.parametrize("option", ["--out", "--report"])
+def test_unwritable_folder_is_refused_before_computing(data, capsys, monkeypatch, option):
+    tmp, *_ = data
+    run(["kernel", "--x1", tmp / "a.npy", "--out", tmp / "k.npy"], capsys)
+    locked = tmp / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        _fail_if_computed(monkeypatch)
+        if option == "--out":
+            argv = ["kernel", "--x1", tmp / "a.npy", "--out", locked / "k.npy"]
+        else:
+            argv = ["compare", "--kind", "kernel", "--candidate", tmp / "k.npy", "--x1", tmp / "a.npy",
+                    "--report", locked / "r.json"]
+        code, out = run(argv, capsys)
+        assert code == 2
+        _one_line_error(out, option, "not writable")
+        assert os.listdir(locked) == []
+    finally:
+        locked.chmod(0o700)
+
+
+def test_failed_report_write_leaves_no_temporary_file(data, capsys, monkeypatch):
+    tmp, *_ = data
+    run(["kernel", "--x1", tmp / "a.npy", "--out", tmp / "k.npy"], capsys)
+    before = _listing(tmp)
+
+    def broken_replace(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(cli.os, "replace", broken_replace)
+    code, out = run(["compare", "--kind", "kernel", "--candidate", tmp / "k.npy", "--x1", tmp / "a.npy",
+                     "--report", tmp / "r.json"], capsys)
+    assert code == 2
+    _one_line_error(out, "--report", "No space left")
+    assert _listing(tmp) == before
+
+
+@pytest.mark.parametrize("value", [1e300, -1e200, 1e160])
+def test_kernel_inputs_beyond_the_representable_range_are_one_line_errors(tmp_path, capsys, value):
+    np.save(tmp_path / "x.npy", np.array([[value, 0.0], [1.0, 1.0]]))
+    code, out = run(["kernel", "--x1", tmp_path / "x.npy", "--b-std", 1.0, "--out", tmp_path / "k.npy"], capsys)
+    assert code == 2
+    _one_line_error(out, "'x1'", "representable range")
+    assert _listing(tmp_path) == ["x.npy"]

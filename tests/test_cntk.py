@@ -663,3 +663,37 @@ def test_cntk_runs_on_jax(readout):
     for g, r in ((got.nngp, ref.nngp), (got.ntk, ref.ntk)):
         assert "jax" in type(g).__module__
         np.testing.assert_allclose(to_numpy(g), r, rtol=0, atol=1e-4 * np.max(np.abs(r)))
+
+
+# ------------------------------------------------- finite or an error at the ends of the range
+
+
+@pytest.mark.parametrize("value, dtype", [(1e300, "float64"), (-1e200, "float64"), (1e20, "float32")])
+@pytest.mark.parametrize("which", ["x1", "x2"])
+def test_pixels_beyond_the_representable_range_are_refused(value, dtype, which, asxp, xp):
+    big = np.full((2, 2, 3, 3), 0.5)
+    big[1, 0, 1, 1] = value
+    small = asxp(np.ones((2, 2, 3, 3)), dtype=getattr(xp, dtype))
+    big = asxp(big, dtype=getattr(xp, dtype))
+    x1, x2 = (big, None) if which == "x1" else (small, big)
+    with pytest.raises(InvalidParameterError, match=f"'{which}' parameter of cntk .*representable range"):
+        cntk(x1, x2, depth=2)
+
+
+@pytest.mark.parametrize("readout", ["gap", "flatten"])
+@pytest.mark.parametrize("c", [1e150, 1e100, 1e-150])
+def test_relu_cntk_is_homogeneous_up_to_the_limit(readout, c, asxp, tonp):
+    # without biases the kernel is homogeneous of degree 2: K(cx, cx') = c²K(x, x'); at c = 1e100 the
+    # angle's √(below·above) used to overflow (NaN), so the whole range up to the documented limit is checked
+    x = np.random.default_rng(5).normal(size=(3, 2, 4, 4))
+    ref = cntk(asxp(x), depth=2, readout=readout)
+    got = cntk(asxp(c * x), depth=2, readout=readout)
+    for key in ("nngp", "ntk"):
+        r, g = tonp(getattr(ref, key)), tonp(getattr(got, key))
+        s = np.sqrt(np.diag(r))
+        assert np.all(np.abs(g / (c * c) - r) <= 1e-13 * np.outer(s, s)), key
+
+
+def test_overflow_of_the_cntk_output_is_an_error(asxp):
+    with pytest.raises(InvalidParameterError, match="cntk: the kernel .*representable range"):
+        cntk(asxp(np.ones((2, 1, 3, 3))), depth=3, W_std=1e100)

@@ -399,3 +399,105 @@ def test_public_functions_return_arrays_on_the_input_device(name):
     xs = strict.asarray(x, device=dev)
     ys = strict.asarray(y, device=dev)
     _assert_on_device(_DEVICE_CALLS[name](xs, ys), strict, dev)
+
+
+# ------------------------------------------------- finite or an error at the ends of the range
+
+
+def _huge_pair(value):
+    return np.array([[value, 0.0], [1.0, 1.0]])
+
+
+@pytest.mark.parametrize(
+    "call, rows, dtype",
+    [
+        (lambda x: K.fc(x, b_std=1.0), _huge_pair(1e300), "float64"),  # was NaN
+        (lambda x: K.fc(x), _huge_pair(1e300), "float64"),  # was inf on the diagonal
+        (lambda x: K.fc(x, activation="erf"), _huge_pair(1e300), "float64"),  # was NaN
+        (lambda x: K.fc(x, activation="tanh"), _huge_pair(-1e300), "float64"),  # was NaN
+        (lambda x: K.fc(x, activation="tanh"), _huge_pair(1e20), "float32"),  # was NaN
+        (lambda x: K.fc(x, depth=3, b_std=0.5, W_std=2.0), _huge_pair(1e155), "float64"),
+        (lambda x: K.fc_diagonal(x, b_std=1.0), _huge_pair(1e300), "float64"),
+        (lambda x: K.arora_ntk(x), _huge_pair(1e300), "float64"),  # was inf
+        (lambda x: K.two_layer_relu_ntk(x), _huge_pair(1e300), "float64"),
+        (lambda x: K.wei_kernel(x), _huge_pair(1e300), "float64"),
+    ],
+)
+def test_rows_beyond_the_representable_range_are_refused(call, rows, dtype, asxp, xp):
+    x = asxp(rows, dtype=getattr(xp, dtype))
+    with pytest.raises(InvalidParameterError, match=r"'x1?' parameter .*representable range") as info:
+        call(x)
+    assert isinstance(info.value, ValueError)
+
+
+def test_cross_kernel_names_x2(asxp):
+    with pytest.raises(InvalidParameterError, match="'x2' parameter of fc .*at most"):
+        K.fc(asxp(np.ones((2, 2))), asxp(_huge_pair(1e300)))
+
+
+@pytest.mark.parametrize("name", ["W_std", "b_std"])
+@pytest.mark.parametrize("value", [1e200, [1.0, 1e160]])
+def test_standard_deviations_beyond_the_range_are_refused(name, value, asxp):
+    with pytest.raises(InvalidParameterError, match=f"'{name}' parameter of fc must be .*range"):
+        K.fc(asxp(np.ones((2, 2))), **{name: value})
+
+
+def test_overflow_of_the_output_is_an_error_not_inf(asxp):
+    # every input is in range, but W_std = 1e100 at each of 4 layers multiplies the kernel by 1e800
+    with pytest.raises(InvalidParameterError, match="fc: the kernel .*representable range"):
+        K.fc(asxp(np.ones((2, 2))), depth=3, W_std=1e100)
+    with pytest.raises(InvalidParameterError, match="fc_diagonal: the kernel .*representable range"):
+        K.fc_diagonal(asxp(np.ones((2, 2))), depth=3, W_std=1e100)
+
+
+@pytest.mark.parametrize("activation", ["relu", "erf"])
+@pytest.mark.parametrize("b_std", [0.0, 1.0, 1e10])
+@pytest.mark.parametrize("scale", [3e153, 1e150, 1e-300])
+def test_ends_of_the_range_against_mpmath(activation, b_std, scale, asxp, tonp, monkeypatch):
+    # up to the documented limit the kernels are finite and as accurate as at scale 1 (mpmath at 800 digits:
+    # the erf reference cancels (1 + 2q)² − 4k² at q ~ 1e306)
+    from . import _mp_reference
+
+    monkeypatch.setattr(_mp_reference, "DPS", 800)
+    x = np.array([[scale, 0.0], [1.0, 1.0], [0.3 * scale, -0.7 * scale]])
+    k = K.fc(asxp(x), depth=2, b_std=b_std, activation=activation)
+    got = {"nngp": tonp(k.nngp), "ntk": tonp(k.ntk)}
+    tiny = np.finfo(np.float64).smallest_subnormal
+    for i in range(3):
+        for j in range(3):
+            ref = fc_pair(x[i], x[j], 2, 1.0, b_std, activation)
+            for key, r, r_ii, r_jj in (("nngp", ref[0], ref[2], ref[4]), ("ntk", ref[1], ref[3], ref[5])):
+                bound = 1e-13 * float((r_ii * r_jj) ** 0.5) + 2 * tiny  # values below 1e-323 round to 0
+                assert abs(got[key][i, j] - float(r)) <= bound, (key, i, j, got[key][i, j], float(r))
+
+
+@pytest.mark.parametrize("activation, gain", [("tanh", 1.0), ("erf", 4 / math.pi)])
+def test_tiny_rows_keep_their_scale(activation, gain, asxp, tonp):
+    # σ(u) = σ'(0)·u + O(u³): at scale c = 1e-150 the kernel is c²·gain^depth·x·x'/d to rounding
+    x = np.random.default_rng(0).normal(size=(4, 3))
+    c = 1e-150
+    k = K.fc(asxp(c * x), depth=2, activation=activation)
+    diag = K.fc_diagonal(asxp(c * x), depth=2, activation=activation)
+    linear = c * c * gain**2 * (x @ x.T) / 3
+    root = np.sqrt(np.diag(linear))
+    assert np.all(np.abs(tonp(k.nngp) - linear) <= 1e-13 * np.outer(root, root))
+    assert np.allclose(tonp(diag.nngp), np.diag(linear), rtol=1e-13, atol=0)
+    assert np.allclose(np.diag(tonp(k.ntk)), tonp(diag.ntk), rtol=1e-13, atol=0)
+    assert np.all(tonp(diag.ntk) > 0)
+
+
+def test_rows_of_norm_1e_300_against_unit_rows(asxp, tonp):
+    # K(cx, x') ~ c = 1e-300 is representable; the per-row scale √E[σ(u)²] used to underflow (u² ~ 1e-600),
+    # giving 0 in the closed erf form and in the quadrature alike; the closed form is checked against mpmath
+    # in test_ends_of_the_range_against_mpmath, here the quadrature route must agree with it
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(3, 3)), rng.normal(size=(2, 3))
+    c = 1e-300
+    closed = K.fc(asxp(c * x), asxp(y), depth=2, activation="erf")
+    quad = K.fc(asxp(c * x), asxp(y), depth=2, activation="erf", method="quadrature")
+    unit = K.fc(asxp(x), asxp(y), depth=2, activation="erf")
+    for key in ("nngp", "ntk"):
+        a, b = tonp(getattr(closed, key)), tonp(getattr(quad, key))
+        assert np.all(np.abs(a) > 1e-3 * c), key
+        assert np.all(np.abs(a - b) <= 1e-12 * c), key
+        assert np.all(np.abs(a) <= 10 * c * np.max(np.abs(tonp(getattr(unit, key))))), key

@@ -188,3 +188,38 @@ def test_init_uses_the_default_device(monkeypatch):
     # an explicit device wins
     cpu = strict.Device("CPU_DEVICE")
     assert all(array_api_compat.device(W) == cpu for W, _ in _NET.init(0, device=cpu))
+
+
+# ------------------------------------------------- finite or an error at the ends of the range
+
+
+def _wrapped(kind, net, params):
+    if kind == "plain":
+        return net, params
+    if kind == "scaled":
+        return nets.Scaled(net, 2.0), params
+    if kind == "linearized":
+        return nets.Linearized(net, params), params
+    return nets.Antisymmetric(net), (params, params)
+
+
+@pytest.mark.parametrize("kind", ["plain", "scaled", "linearized", "antisymmetric"])
+@pytest.mark.parametrize("value", [1e200, -1e300])
+def test_empirical_ntk_overflow_is_an_error(kind, value, xp, asxp):
+    net = nets.FullyConnected(2, 8, depth=2, b_std=0.5)
+    model, params = _wrapped(kind, net, net.init(0, xp=xp))
+    x = asxp(np.array([[value, 0.0], [1.0, 1.0]]))
+    with pytest.raises(InvalidParameterError, match="empirical_ntk: .*'x1'/'x2' is outside the representable"):
+        nets.empirical_ntk(model, params, x)
+    with pytest.raises(InvalidParameterError, match="representable"):
+        nets.empirical_ntk(model, params, x, x)
+
+
+def test_empirical_ntk_is_homogeneous_up_to_large_scales(xp, asxp, tonp):
+    # no biases: Θ̂(cx, cx') = c²Θ̂(x, x') for c > 0, finite as long as the values are
+    net = nets.FullyConnected(2, 8, depth=2)
+    params = net.init(0, xp=xp)
+    x = np.random.default_rng(3).normal(size=(3, 2))
+    ref = tonp(nets.empirical_ntk(net, params, asxp(x)))
+    got = tonp(nets.empirical_ntk(net, params, asxp(1e100 * x)))
+    assert np.allclose(got / 1e200, ref, rtol=1e-13, atol=0)

@@ -103,7 +103,7 @@ from .._validation import (
     check_real,
 )
 
-from ._fc import Kernel
+from ._fc import Kernel, check_finite_kernel
 
 __all__ = ["cntk"]
 
@@ -281,7 +281,7 @@ def _relu_step(k, d, ra, rb, xp, any_zero_variance):
     below = xp.where(d < s, (d - gap * gap) * 0.5, s - k)
     below = xp.clip(below, min=0.0)
     above = xp.clip(s + k, min=0.0)
-    root = xp.sqrt(below * above)
+    root = xp.sqrt(below) * xp.sqrt(above)  # not √(below·above): that product overflows for |x| > 1e77
     theta = xp.atan2(root, k)
     rest = math.pi - theta
     k_relu = (root + rest * k) * (1.0 / _TWO_PI)
@@ -454,6 +454,13 @@ def cntk(
         ``.nngp`` and ``.ntk``, arrays of shape (n1, n2) in the namespace and
         floating dtype of the inputs (float64 for integer inputs).
 
+    Raises
+    ------
+    InvalidParameterError
+        A pixel value of ``x1``/``x2`` above √(largest float)/(4·√C·max(1, W_std[0]))
+        (the message names the parameter and the bound), or a kernel entry that
+        overflows the dtype (never inf or NaN).
+
     Notes
     -----
     Arora et al.'s values (c_σ = 2, no 1/C, patch sums, trace for vanilla)
@@ -512,6 +519,9 @@ def cntk(
             f"got shape {tuple(x1.shape)}."
         )
 
+    _check_pixel_scale(x1, "x1", ws[0], xp)
+    if not symmetric:
+        _check_pixel_scale(x2, "x2", ws[0], xp)
     xb_all = x1 if symmetric else x2
     n1, n2 = x1.shape[0], xb_all.shape[0]
     _, c, h, w = x1.shape
@@ -588,4 +598,27 @@ def cntk(
     if n1 == 0 or n2 == 0:
         empty = xp.zeros((n1, n2), dtype=x1.dtype, device=device)
         return Kernel(empty, empty)
-    return Kernel(xp.concat(rows_nngp, axis=0), xp.concat(rows_ntk, axis=0))
+    out = Kernel(xp.concat(rows_nngp, axis=0), xp.concat(rows_ntk, axis=0))
+    for value in (out.nngp, out.ntk):
+        check_finite_kernel(value, _CALLER, xp)
+    return out
+
+
+def _check_pixel_scale(x, name, w0, xp):
+    """Refuse pixel values whose squares (summed over channels, times W_std[0]²) would overflow.
+
+    The recursion starts from K₀ = xᵀx'/C and the squared pixel distances, so every |pixel value| must be at
+    most √(largest float)/(4·√C·max(1, W_std[0])); beyond that InvalidParameterError names ``name``.
+    """
+    if x.shape[0] == 0:
+        return
+    c = x.shape[1]
+    largest = float(xp.max(xp.abs(x)))
+    limit = math.sqrt(float(xp.finfo(x.dtype).max)) / 4 / math.sqrt(c) / max(1.0, w0)
+    if not largest <= limit:
+        dtype = "float32" if x.dtype == xp.float32 else "float64"
+        raise InvalidParameterError(
+            f"The {name!r} parameter of {_CALLER} has a pixel value of magnitude {largest:.3g}, outside the "
+            f"representable range: with {c} channel(s) and W_std[0] = {w0:.3g}, |values| must be at most "
+            f"{limit:.3g} in {dtype} (the first-layer variances would overflow). Rescale the inputs."
+        )

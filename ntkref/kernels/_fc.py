@@ -35,7 +35,15 @@ angle from the difference and the sum of the normalised rows,
 absolute terms for near-parallel and antiparallel rows alike (the arccos or
 neural-tangents' atan2(√(q₁q₂ − k²), k) lose half the digits there).  Scales
 are carried as √q (norms), so inputs from 1e-150 to 1e150 neither overflow
-nor underflow.  A zero row has Σ(x, ·) = b² terms only and Θ(x, 0) = 0
+nor underflow (for erf and quadrature the post-activation scale of a tiny row
+is computed without squaring it, so rows down to 1e-300 keep their scale).
+
+Representable range (finite or an error).  Rows whose first-layer scale
+W_std[0]·‖x‖/√d exceeds √(largest float)/4 (3.4e153 in float64, 4.6e18 in
+float32), and W_std or b_std above that bound, are refused with an
+InvalidParameterError naming the parameter and the bound; an output that still
+overflows (e.g. W_std = 1e100 over several layers) raises InvalidParameterError
+instead of returning inf or NaN.  A zero row has Σ(x, ·) = b² terms only and Θ(x, 0) = 0
 without biases.  ReLU without biases (the common case) runs on the angle
 alone — Θ(x, x') = ‖x‖‖x'‖·Θ(x̂, x̂') by positive homogeneity — with in-place
 updates, so a layer costs one arctan, one square root and ~15 cheap passes
@@ -123,7 +131,7 @@ ACTIVATIONS = {
 _CLOSED_FORM = ("relu", "erf")
 
 
-def _per_layer(value, name, n_layers, *, low, closed):
+def _per_layer(value, name, n_layers, *, low, closed, high=None):
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
         values = [value] * n_layers
     else:
@@ -139,7 +147,9 @@ def _per_layer(value, name, n_layers, *, low, closed):
                 f"The {name!r} parameter of fc must have one value per layer including the readout "
                 f"({n_layers} for this depth). Got {len(values)} values."
             )
-    return [check_real(v, name, caller="fc", low=low, closed=closed) for v in values]
+    # ``high``: √(largest float)/4, so that W², b² and their products with a variance stay finite
+    closed = "both" if high is not None and closed == "left" else closed
+    return [check_real(v, name, caller="fc", low=low, high=high, closed=closed) for v in values]
 
 
 def _resolve_activation(activation):
@@ -155,6 +165,48 @@ def _resolve_activation(activation):
     raise InvalidParameterError(
         f"The 'activation' parameter of fc must be a name or an Activation(fn, derivative). Got {activation!r} instead."
     )
+
+
+# ------------------------------------------------------------- representable range
+
+
+def _scale_limit(dtype, xp):
+    """The largest first-layer scale √q whose variance q (and a few products of it) stays finite."""
+    return math.sqrt(float(xp.finfo(dtype).max)) / 4
+
+
+def _dtype_name(dtype, xp):
+    return "float32" if dtype == xp.float32 else "float64"
+
+
+def check_input_scale(norms, name, caller, factor, xp, what="W_std[0]·‖x‖/√d"):
+    """Refuse rows whose first-layer scale ``factor·‖x‖`` (√ of the first variance) is not representable.
+
+    Raises InvalidParameterError naming ``name`` and the largest admissible row norm.
+    """
+    if norms.shape[0] == 0 or factor == 0.0:
+        return
+    largest = float(xp.max(norms))
+    limit = _scale_limit(norms.dtype, xp)
+    if not factor * largest <= limit:  # also catches an infinite norm
+        raise InvalidParameterError(
+            f"The {name!r} parameter of {caller} has a row of norm {largest:.3g}, outside the representable "
+            f"range: the first-layer scale {what} = {factor * largest:.3g} must be at most {limit:.3g} in "
+            f"{_dtype_name(norms.dtype, xp)} (its square, the first variance, would overflow), i.e. row norms "
+            f"at most {limit / factor:.3g}. Rescale the inputs."
+        )
+
+
+def check_finite_kernel(value, caller, xp, params="'x1'/'x2', 'W_std' and 'b_std'"):
+    """Refuse a kernel with a non-finite entry (an overflow): finite or an error, never NaN/inf."""
+    if value is None or value.size == 0:
+        return
+    if not bool(xp.all(xp.isfinite(value))):
+        raise InvalidParameterError(
+            f"{caller}: the kernel for these {params} is outside the representable range of "
+            f"{_dtype_name(value.dtype, xp)} (largest finite {float(xp.finfo(value.dtype).max):.3g}); "
+            f"rescale the inputs or the standard deviations."
+        )
 
 
 # --------------------------------------------------------------------------- rows
@@ -230,7 +282,8 @@ def _dense_pair(pair, s1, s2, W, b, xp):
     S = t1 * t2
     P = a1 * a2
     b2 = b * b
-    excess = W * W * b2 * (s1 - s2) ** 2 / (S + P + b2)  # = S − P − b² ≥ 0, without cancellation
+    gap = W * (s1 - s2)
+    excess = (gap * gap) / (S + P + b2) * b2  # = S − P − b² ≥ 0, without cancellation (nor overflow)
     safe = S > 0
     Sd = xp.where(safe, S, xp.ones_like(S))
     omr = xp.where(safe, (excess + P * pair.omr) / Sd, xp.ones_like(S))
@@ -303,6 +356,17 @@ def _erf_variance(s, xp):
     return (2 / _PI) * xp.atan2(2 * s * s, xp.hypot(one, 2 * s))
 
 
+def _erf_root(s, xp):
+    """√E[erf(u)²] for u ~ N(0, s²), without the underflow of s² for tiny s.
+
+    Below s = 1e-6, atan2(2s², h) = (2s²/h)(1 − O(s⁴)), so the root is s·√((4/π)/h) to full precision
+    (a row of norm 1e-300 keeps its scale instead of becoming 0).
+    """
+    one = xp.asarray(1.0, dtype=s.dtype, device=device_of(s))
+    h = xp.hypot(one, 2 * s)
+    return xp.where(s < 1e-6, s * xp.sqrt((4 / _PI) / h), xp.sqrt(_erf_variance(s, xp)))
+
+
 def _erf_layer(pair, s1, s2, xp):
     """erf (NT's Erf(a=1, b=1, c=0)) in closed form, with 1 ∓ r computed without cancellation.
 
@@ -323,15 +387,16 @@ def _erf_layer(pair, s1, s2, xp):
     root = xp.sqrt(omr_r * opr_r)
     nngp = (2 / _PI) * xp.atan2(r, root)
     dot = (4 / _PI) * (u1 * u2) / xp.where(root > 0, root, xp.ones_like(root))
-    s_new = (xp.sqrt(_erf_variance(s1, xp)), xp.sqrt(_erf_variance(s2, xp)))
+    s_new = (_erf_root(s1, xp), _erf_root(s2, xp))
     new_pair = _pair_from_kernel(nngp, s_new[0], s_new[1], xp)
     return nngp, dot, new_pair, s_new
 
 
 def _pair_from_kernel(k, s1, s2, xp):
-    S = s1 * s2
-    safe = S > 0
-    rho = xp.where(safe, k / xp.where(safe, S, xp.ones_like(S)), xp.zeros_like(k))
+    # k/s₁/s₂ rather than k/(s₁s₂): the product underflows for tiny rows (|k| ≤ s₁s₂, so no overflow)
+    safe = (s1 > 0) & (s2 > 0)
+    rho = xp.where(safe, (k / xp.where(s1 > 0, s1, xp.ones_like(s1))) / xp.where(s2 > 0, s2, xp.ones_like(s2)),
+                   xp.zeros_like(k))
     rho = xp.clip(rho, -1.0, 1.0)
     return _Pair(rho, 1 - rho, 1 + rho)
 
@@ -356,7 +421,11 @@ def _quadrature_layer(pair, s1, s2, act, n_points, xp):
         vals = act.fn(s * xp.reshape(z, (1, -1)) if s.shape[0] != 1 else xp.reshape(z, (-1, 1)) * s)
         ax = 1 if s.shape[0] != 1 else 0
         wr = xp.reshape(w, (1, -1)) if ax == 1 else xp.reshape(w, (-1, 1))
-        s_new.append(xp.sqrt(xp.sum(wr * vals * vals, axis=ax, keepdims=True)))
+        # √(Σ w σ²) scaled by max|σ|, so that σ² of a tiny row does not underflow to 0
+        top = xp.max(xp.abs(vals), axis=ax, keepdims=True)
+        top = xp.where(top > 0, top, xp.ones_like(top))
+        vals = vals / top
+        s_new.append(top * xp.sqrt(xp.sum(wr * vals * vals, axis=ax, keepdims=True)))
     return e_ff, e_dd, _pair_from_kernel(e_ff, s_new[0], s_new[1], xp), tuple(s_new)
 
 
@@ -466,13 +535,17 @@ def _diag_recursion(xn, d, Ws, bs, act, closed, n_points, xp):
             dot = xp.full(s.shape, 0.5, dtype=s.dtype, device=device_of(s))
         elif closed == "erf":
             one = xp.asarray(1.0, dtype=s.dtype, device=device_of(s))
-            a = xp.sqrt(_erf_variance(s, xp))
+            a = _erf_root(s, xp)
             # (1 + 2q)² − 4q² = 1 + 4q → E[σ'²] = (4/π)/√(1 + 4q)
             dot = (4 / _PI) / xp.hypot(one, 2 * s)
         else:
             z, wq = gauss_hermite(n_points, xp, s.dtype, device=array_api_compat.device(s))
             u = s[:, None] * z[None, :]
-            a = xp.sqrt(xp.sum(wq * act.fn(u) ** 2, axis=1))
+            f = act.fn(u)
+            top = xp.max(xp.abs(f), axis=1)  # scaled, so that σ² of a tiny row does not underflow
+            top = xp.where(top > 0, top, xp.ones_like(top))
+            f = f / top[:, None]
+            a = top * xp.sqrt(xp.sum(wq * f * f, axis=1))
             dot = xp.sum(wq * act.derivative(u) ** 2, axis=1)
         nngp_new = (W * W) * a * a + b * b
         ntk = nngp_new + (W * W) * dot * ntk
@@ -497,8 +570,9 @@ def _prepare(x1, x2, depth, activation, W_std, b_std, dtype, caller):
         raise InvalidParameterError(f"The 'x1' parameter of {caller} must have at least one feature.")
     depth = check_int(depth, "depth", caller=caller, low=0)
     act, closed = _resolve_activation(activation)
-    Ws = _per_layer(W_std, "W_std", depth + 1, low=0.0, closed="left")
-    bs = _per_layer(b_std, "b_std", depth + 1, low=0.0, closed="left")
+    limit = _scale_limit(x1.dtype, xp)
+    Ws = _per_layer(W_std, "W_std", depth + 1, low=0.0, closed="left", high=limit)
+    bs = _per_layer(b_std, "b_std", depth + 1, low=0.0, closed="left", high=limit)
     return xp, x1, x2, depth, act, closed, Ws, bs
 
 
@@ -561,6 +635,13 @@ def fc(
     Kernel
         ``.nngp`` and ``.ntk`` arrays of shape (n1, n2) (``None`` if not in ``get``).
 
+    Raises
+    ------
+    InvalidParameterError
+        A row of ``x1``/``x2`` with W_std[0]·‖x‖/√d > √(largest float)/4, a
+        ``W_std``/``b_std`` above that bound (the message names the parameter
+        and the bound), or a kernel entry that overflows the dtype.
+
     Notes
     -----
     Formula: see the module docstring (neural-tangents' convention; seed 004
@@ -592,6 +673,10 @@ def fc(
     else:
         n2_norm, u2 = _row_norms(x2, xp)
     n1, n2 = x1.shape[0], x2.shape[0]
+    first = Ws[0] / math.sqrt(d)
+    check_input_scale(n1_norm, "x1", "fc", first, xp)
+    if not symmetric:
+        check_input_scale(n2_norm, "x2", "fc", first, xp)
     want_ntk = "ntk" in wanted
     unbiased_relu = closed == "relu" and all(b == 0.0 for b in bs)
     if unbiased_relu and engine == "auto" and _gpu.is_cupy(xp) and n1 * n2 > 0:
@@ -631,6 +716,7 @@ def fc(
         block = {"nngp": nngp, "ntk": ntk}
         for g in wanted:
             val = block[g]
+            check_finite_kernel(val, "fc", xp)
             if symmetric and i0 == j0:
                 # exact symmetry: mirror the upper triangle
                 val = xp.triu(val) + xp.matrix_transpose(xp.triu(val, k=1))
@@ -682,6 +768,8 @@ def _fc_assembled(n1_norm, u1, n2_norm, u2, d, Ws, bs, act, closed, n_points, wa
             vals = _block_values(n1_norm, u1, n2_norm, u2, i0, min(i0 + block_size, n1), j0,
                                  min(j0 + block_size, n2), d, Ws, bs, act, closed, n_points, wanted,
                                  unbiased_relu, xp)
+            for v in vals.values():
+                check_finite_kernel(v, "fc", xp)
             if symmetric and i0 == j0:  # exact symmetry: mirror the upper triangle
                 vals = {g: (None if v is None else xp.triu(v) + xp.matrix_transpose(xp.triu(v, k=1)))
                         for g, v in vals.items()}
@@ -729,5 +817,8 @@ def fc_diagonal(x, *, depth=1, activation="relu", W_std=1.0, b_std=0.0, quadratu
     xp, x, _, depth, act, closed, Ws, bs = _prepare(x, None, depth, activation, W_std, b_std, dtype, "fc_diagonal")
     n_points = check_int(quadrature_points, "quadrature_points", caller="fc_diagonal", low=2, high=256)
     xn, _ = _row_norms(x, xp)
+    check_input_scale(xn, "x", "fc_diagonal", Ws[0] / math.sqrt(x.shape[1]), xp)
     nngp, ntk = _diag_recursion(xn, x.shape[1], Ws, bs, act, closed, n_points, xp)
+    check_finite_kernel(nngp, "fc_diagonal", xp, "'x', 'W_std' and 'b_std'")
+    check_finite_kernel(ntk, "fc_diagonal", xp, "'x', 'W_std' and 'b_std'")
     return Kernel(nngp, ntk)

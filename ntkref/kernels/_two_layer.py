@@ -20,21 +20,27 @@ from __future__ import annotations
 
 import math
 
+from .._backend import namespace
 from .._validation import check_int, check_real
-from ._fc import _input_angles, _prepare, _relu_layer, _row_norms
+from ._fc import _input_angles, _prepare, _relu_layer, _row_norms, check_finite_kernel, check_input_scale
 
 __all__ = ["two_layer_relu_ntk", "relu_h", "wei_kernel", "wei_k1_k2", "arora_ntk"]
 
 _PI = math.pi
 
 
-def _pair_setup(x1, x2, caller):
+def _pair_setup(x1, x2, caller, per_feature=False):
+    """Rows' norms and angles; rows whose scale ‖x‖ (‖x‖/√d if ``per_feature``) squared would overflow are
+    refused (InvalidParameterError naming x1/x2 and the largest admissible norm)."""
     xp, x1, x2, *_ = _prepare(x1, x2, 1, "relu", 1.0, 0.0, None, caller)
+    factor, what = (1 / math.sqrt(x1.shape[1]), "‖x‖/√d") if per_feature else (1.0, "‖x‖")
     n1, u1 = _row_norms(x1, xp)
+    check_input_scale(n1, "x1", caller, factor, xp, what)
     if x2 is None:
         n2, u2 = n1, u1
     else:
         n2, u2 = _row_norms(x2, xp)
+        check_input_scale(n2, "x2", caller, factor, xp, what)
     pair = _input_angles(u1, u2, xp)
     return xp, x1, x2, n1, n2, pair
 
@@ -69,7 +75,7 @@ def two_layer_relu_ntk(x1, x2=None):
     Equals ``fc(x1, x2, depth=1, W_std=1.0).ntk`` (neural-tangents' two-layer
     ReLU NTK without bias).  float64 accuracy: 1e-13·√(Θ(x,x)Θ(x',x')) per entry.
     """
-    xp, x1, x2, n1, n2, pair = _pair_setup(x1, x2, "two_layer_relu_ntk")
+    xp, x1, x2, n1, n2, pair = _pair_setup(x1, x2, "two_layer_relu_ntk", per_feature=True)
     d = x1.shape[1]
     sin_t = xp.sqrt(xp.clip(pair.omr * pair.opr, 0.0, None))
     theta = xp.atan2(sin_t, pair.rho)
@@ -101,7 +107,9 @@ def wei_kernel(x1, x2=None, *, r_w=1.0, r_u=1.0):
     r_w = check_real(r_w, "r_w", caller="wei_kernel", low=0.0)
     r_u = check_real(r_u, "r_u", caller="wei_kernel", low=0.0)
     K1, K2 = wei_k1_k2(x1, x2)
-    return (r_w * r_w / 2) * K1 + (r_u * r_u / 2) * (K1 + K2)
+    K = (r_w * r_w / 2) * K1 + (r_u * r_u / 2) * (K1 + K2)
+    check_finite_kernel(K, "wei_kernel", namespace(K), "'x1'/'x2', 'r_w' and 'r_u'")
+    return K
 
 
 def arora_ntk(x1, x2=None, *, depth=1):
@@ -111,6 +119,9 @@ def arora_ntk(x1, x2=None, *, depth=1):
     Σ⁽ʰ⁾ = 2E[σ(u)σ(v)], Σ̇⁽ʰ⁾ = 2E[σ'(u)σ'(v)], Σ̇⁽ᴸ⁺¹⁾ = 1 — evaluated in this
     sum-of-products form (not the recursion of :func:`fc`), so the identity
     Θ_Arora = d·Θ_NT(W_std = [1, √2, …, √2]) is a real test of both.
+
+    Rows with ‖x‖ > √(largest float)/4 are refused (InvalidParameterError naming
+    x1/x2 and the bound), as is a result that overflows.
     """
     depth = check_int(depth, "depth", caller="arora_ntk", low=0)
     xp, x1, x2, n1, n2, pair = _pair_setup(x1, x2, "arora_ntk")
@@ -128,4 +139,5 @@ def arora_ntk(x1, x2=None, *, depth=1):
         for hp in range(h, depth + 1):  # Σ̇⁽ᴸ⁺¹⁾ = 1 is omitted
             term = term * dots[hp - 1]
         theta = theta + term
+    check_finite_kernel(theta, "arora_ntk", xp, "'x1'/'x2'")
     return _symmetrize(theta, x2 is None, xp)

@@ -203,7 +203,11 @@ class FullyConnected:
         return grads
 
     def empirical_ntk(self, params, x1, x2=None):
-        """Θ̂(w; x1, x2) = J(x1) J(x2)ᵀ computed layer by layer, shape (n1, n2)."""
+        """Θ̂(w; x1, x2) = J(x1) J(x2)ᵀ computed layer by layer, shape (n1, n2).
+
+        An entry beyond the dtype's range (Θ̂ grows like ‖x‖‖x'‖) raises InvalidParameterError naming
+        x1/x2 instead of returning inf or NaN.
+        """
         h1, d1, xp = self.features(params, x1)
         if x2 is None:
             h2, d2 = h1, d1
@@ -219,7 +223,19 @@ class FullyConnected:
             out = term if out is None else out + term
         if x2 is None:
             out = xp.triu(out) + xp.matrix_transpose(xp.triu(out, k=1))
-        return out
+        return check_finite_ntk(out, "FullyConnected.empirical_ntk")
+
+
+def check_finite_ntk(out, caller):
+    """``out`` if every entry is finite, else InvalidParameterError naming x1/x2 (an overflow, never a NaN)."""
+    xp = namespace(out)
+    if out.size != 0 and not bool(xp.all(xp.isfinite(out))):
+        dtype = "float32" if out.dtype == xp.float32 else "float64"
+        raise InvalidParameterError(
+            f"{caller}: the empirical NTK for these 'x1'/'x2' is outside the representable range of {dtype} "
+            f"(largest finite {float(xp.finfo(out.dtype).max):.3g}; it grows like ‖x‖‖x'‖); rescale the inputs."
+        )
+    return out
 
 
 def empirical_ntk(net, params, x1, x2=None):

@@ -19,6 +19,7 @@ import math
 
 from .._backend import namespace
 from .._validation import InvalidParameterError, check_array
+from ._fc import check_finite_ntk
 
 __all__ = ["Antisymmetric", "Linearized", "Scaled", "flatten_params", "unflatten_params"]
 
@@ -92,7 +93,9 @@ class Antisymmetric:
 
     def empirical_ntk(self, params, x1, x2=None):
         pa, pb = params
-        return (self.net.empirical_ntk(pa, x1, x2) + self.net.empirical_ntk(pb, x1, x2)) / 2
+        # halves first: the sum of two kernels near the largest float would overflow
+        out = self.net.empirical_ntk(pa, x1, x2) / 2 + self.net.empirical_ntk(pb, x1, x2) / 2
+        return check_finite_ntk(out, "Antisymmetric.empirical_ntk")
 
     def readout_layers(self, params):
         """The readout (W, b) of each copy: the parameters that (7) regularises."""
@@ -167,7 +170,7 @@ class Scaled:
         return tuple(scale(x) for x in g) if isinstance(g, tuple) else scale(g)
 
     def empirical_ntk(self, params, x1, x2=None):
-        return (self.kappa**2) * self.net.empirical_ntk(params, x1, x2)
+        return check_finite_ntk((self.kappa**2) * self.net.empirical_ntk(params, x1, x2), "Scaled.empirical_ntk")
 
     def readout_layers(self, params):
         return self.net.readout_layers(params) if hasattr(self.net, "readout_layers") else [params[-1]]
