@@ -697,3 +697,20 @@ def test_relu_cntk_is_homogeneous_up_to_the_limit(readout, c, asxp, tonp):
 def test_overflow_of_the_cntk_output_is_an_error(asxp):
     with pytest.raises(InvalidParameterError, match="cntk: the kernel .*representable range"):
         cntk(asxp(np.ones((2, 1, 3, 3))), depth=3, W_std=1e100)
+
+
+def test_cntk_refuses_outputs_beyond_the_available_memory(monkeypatch, asxp, tonp):
+    from ntkref.kernels import _fc
+
+    monkeypatch.setattr(_fc, "_available_memory", lambda xp, like: 64 * 2**30)
+    with pytest.raises(InvalidParameterError, match=r"'x1'/'x2' parameters .* of cntk would need about 298 GiB") as info:
+        cntk(asxp(np.ones((100_000, 1, 2, 2))), depth=1)
+    assert "float32" in str(info.value) and "--out" in str(info.value)
+    x = np.random.default_rng(0).normal(size=(4, 2, 12, 12))
+    ref = tonp(cntk(asxp(x), depth=1).ntk)
+    monkeypatch.setattr(_fc, "_available_memory", lambda xp, like: 8 * 2**20)
+    with pytest.raises(InvalidParameterError, match="of cntk would need about"):
+        cntk(asxp(x), depth=1)  # a batch of all 16 pixel-pair tensors (~30 MiB) does not fit in 8 MiB
+    got = tonp(cntk(asxp(x), depth=1, max_memory=2**16).ntk)  # one pair a batch fits
+    s = np.sqrt(np.diag(ref))
+    assert np.all(np.abs(got - ref) <= 1e-13 * np.outer(s, s))

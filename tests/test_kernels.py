@@ -501,3 +501,47 @@ def test_rows_of_norm_1e_300_against_unit_rows(asxp, tonp):
         assert np.all(np.abs(a) > 1e-3 * c), key
         assert np.all(np.abs(a - b) <= 1e-12 * c), key
         assert np.all(np.abs(a) <= 10 * c * np.max(np.abs(tonp(getattr(unit, key))))), key
+
+
+# ------------------------------------------------------------------ memory guard
+
+
+def _limit_memory(monkeypatch, available):
+    from ntkref.kernels import _fc
+
+    monkeypatch.setattr(_fc, "_available_memory", lambda xp, like: available)
+
+
+def test_fc_refuses_outputs_beyond_the_available_memory(monkeypatch, asxp):
+    # 200 000 rows: two 200 000² float64 outputs are 596 GiB; refused before anything of that size is allocated
+    _limit_memory(monkeypatch, 64 * 2**30)
+    x = asxp(np.ones((200_000, 1)))
+    with pytest.raises(InvalidParameterError, match=r"'x1'/'x2' parameters .* of fc would need about 596 GiB") as info:
+        K.fc(x)
+    for way_out in ("float32", "block_size", "x1[i:j]", "--out"):
+        assert way_out in str(info.value)
+    with pytest.raises(InvalidParameterError, match="about 298 GiB"):  # one output, or float32, halves it
+        K.fc(x, get="ntk")
+    with pytest.raises(InvalidParameterError, match="about 149 GiB"):
+        K.fc(x, get="ntk", dtype="float32")
+
+
+@pytest.mark.parametrize("block_size, fits", [(64, True), (512, False)])
+def test_fc_memory_guard_counts_the_working_set(monkeypatch, asxp, tonp, block_size, fits):
+    # 300 × 300 outputs are 1.4 MB; 12·512² float64 working floats per block are 25 MB, 12·64² are 0.4 MB
+    _limit_memory(monkeypatch, 4 * 2**20)
+    x = np.random.default_rng(0).normal(size=(300, 3))
+    if fits:
+        got = tonp(K.fc(asxp(x), block_size=block_size, n_jobs=1).ntk)
+        _limit_memory(monkeypatch, None)  # unknown: no guard
+        assert np.array_equal(got, tonp(K.fc(asxp(x), block_size=block_size, n_jobs=1).ntk))
+    else:
+        with pytest.raises(InvalidParameterError, match="of fc would need about"):
+            K.fc(asxp(x), block_size=block_size, n_jobs=1)
+
+
+def test_available_memory_is_positive_or_unknown(xp, asxp):
+    from ntkref.kernels import _fc
+
+    available = _fc._available_memory(xp, asxp(np.ones(1)))
+    assert available is None or available > 0

@@ -103,7 +103,7 @@ from .._validation import (
     check_real,
 )
 
-from ._fc import Kernel, check_finite_kernel
+from ._fc import Kernel, check_finite_kernel, check_memory
 
 __all__ = ["cntk"]
 
@@ -459,7 +459,10 @@ def cntk(
     InvalidParameterError
         A pixel value of ``x1``/``x2`` above √(largest float)/(4·√C·max(1, W_std[0]))
         (the message names the parameter and the bound), or a kernel entry that
-        overflows the dtype (never inf or NaN).
+        overflows the dtype (never inf or NaN); or the outputs, the per-image
+        maps and one batch of pairs would not fit in the memory available where
+        the arrays live (checked before computing; the message gives the size
+        and the ways out).
 
     Notes
     -----
@@ -534,6 +537,20 @@ def cntk(
     else:
         per_pair += itemsize * _DIAG_ARRAYS_PER_PAIR * (h + q - 1) * (w + q - 1)
     chunk = max(1, max_memory // per_pair)
+    # memory guard: the two outputs (held as blocks, then concatenated: about twice), the per-image maps
+    # and one batch of pairs, against the memory available where the arrays live
+    outputs = 2 * 2 * n1 * n2 * itemsize
+    maps = itemsize * 2 * depth * p * (n1 + (0 if symmetric else n2))
+    check_memory(
+        outputs + maps + per_pair * min(chunk, max(1, n1 * n2)),  # a batch holds at least one pair
+        f"The 'x1'/'x2' parameters ({n1} × {n2} images of {c}×{h}×{w}, in "
+        f"{'float32' if itemsize == 4 else 'float64'})",
+        _CALLER,
+        xp,
+        x1,
+        "ways out: float32 inputs (half the memory), a smaller max_memory, or fewer images per call: compute "
+        "the Gram in row blocks cntk(x1[i:j], x2) and write each block out (e.g. with the CLI's --out)",
+    )
 
     maps1 = _variance_maps(x1, ws, bs, q, xp)
     maps2 = maps1 if symmetric else _variance_maps(xb_all, ws, bs, q, xp)

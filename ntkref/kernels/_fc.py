@@ -209,6 +209,54 @@ def check_finite_kernel(value, caller, xp, params="'x1'/'x2', 'W_std' and 'b_std
         )
 
 
+# ------------------------------------------------------------------ memory guard
+
+
+def _available_memory(xp, like):
+    """Bytes that can still be allocated where ``like`` lives, or ``None`` when unknown.
+
+    CuPy: the device's free memory (``cupy.cuda.runtime.memGetInfo``); torch/JAX on an accelerator:
+    unknown (no guard); everything else lives in host memory: ``MemAvailable`` of /proc/meminfo, else
+    ``os.sysconf`` (available physical pages).
+    """
+    if _gpu.is_cupy(xp):
+        import cupy
+
+        return int(cupy.cuda.runtime.memGetInfo()[0])
+    dev = str(device_of(like)).lower()
+    if ("cuda" in dev or "gpu" in dev or "tpu" in dev or "mps" in dev) and not array_api_compat.is_numpy_namespace(xp):
+        return None
+    import os
+
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_memory(needed, what, caller, xp, like, ways_out):
+    """Refuse (InvalidParameterError) a computation estimated to need more than the available memory.
+
+    ``what`` names the parameters and the arrays (it is the start of the message), ``ways_out`` how to
+    make it fit.
+    """
+    available = _available_memory(xp, like)
+    if available is None or needed <= available:
+        return
+    gib = 2.0**30
+    raise InvalidParameterError(
+        f"{what} of {caller} would need about {needed / gib:.3g} GiB, but about {available / gib:.3g} GiB "
+        f"is available where the arrays live; {ways_out}."
+    )
+
+
 # --------------------------------------------------------------------------- rows
 
 
@@ -640,7 +688,12 @@ def fc(
     InvalidParameterError
         A row of ``x1``/``x2`` with W_std[0]·‖x‖/√d > √(largest float)/4, a
         ``W_std``/``b_std`` above that bound (the message names the parameter
-        and the bound), or a kernel entry that overflows the dtype.
+        and the bound), or a kernel entry that overflows the dtype; or the
+        outputs and the blocks' working memory would not fit in the memory
+        available where the arrays live (host: /proc/meminfo; CuPy: the
+        device's free memory), checked before anything is allocated: the
+        message gives the size and the ways out (float32, fewer rows per call,
+        smaller blocks).
 
     Notes
     -----
@@ -679,6 +732,8 @@ def fc(
         check_input_scale(n2_norm, "x2", "fc", first, xp)
     want_ntk = "ntk" in wanted
     unbiased_relu = closed == "relu" and all(b == 0.0 for b in bs)
+    _check_fc_memory(n1, n2, d, len(wanted), x1, block_size, n_points, closed, symmetric, n_jobs,
+                     unbiased_relu and engine == "auto" and _gpu.is_cupy(xp), xp)
     if unbiased_relu and engine == "auto" and _gpu.is_cupy(xp) and n1 * n2 > 0:
         nngp, ntk = _gpu.fc_relu_unbiased(
             n1_norm, u1, n2_norm, u2, d, Ws, "nngp" in wanted, want_ntk, symmetric, xp
@@ -737,6 +792,32 @@ def fc(
             for _ in pool.map(compute, tasks):
                 pass
     return Kernel(outs.get("nngp"), outs.get("ntk"))
+
+
+def _check_fc_memory(n1, n2, d, n_out, x, block_size, n_points, closed, symmetric, n_jobs, fused, xp):
+    """The memory guard of :func:`fc`: the outputs (twice for JAX, which concatenates) plus the blocks'
+    working memory (about 12·block² floats per worker, ×(1 + n_points/3) for quadrature; none counted for
+    the fused CUDA kernel, which sizes its blocks to the free memory) against :func:`_available_memory`."""
+    itemsize = 4 if x.dtype == xp.float32 else 8
+    out_bytes = n_out * n1 * n2 * itemsize * (2 if array_api_compat.is_jax_namespace(xp) else 1)
+    work = 0
+    if not fused and n1 * n2 > 0:
+        b1, b2 = min(block_size, n1), min(block_size, n2)
+        per_block = 12 * b1 * b2 * itemsize * (1 if closed is not None else 1 + n_points // 3)
+        per_block += (b1 + b2) * d * itemsize
+        n_tasks = -(-n1 // block_size) * -(-n2 // block_size)
+        work = per_block * _n_workers(n_jobs, xp, n_tasks)
+    dtype = "float32" if x.dtype == xp.float32 else "float64"
+    check_memory(
+        out_bytes + work,
+        f"The 'x1'/'x2' parameters ({n1} × {n2} rows, {n_out} output(s) in {dtype})",
+        "fc",
+        xp,
+        x,
+        "ways out: dtype='float32' (half the memory), get='ntk' only, a smaller block_size or n_jobs, or "
+        "smaller inputs: compute the Gram in row blocks fc(x1[i:j], x2) and write each block out "
+        "(e.g. with the CLI's --out)",
+    )
 
 
 def _block_values(n1_norm, u1, n2_norm, u2, i0, i1, j0, j1, d, Ws, bs, act, closed, n_points, wanted,
