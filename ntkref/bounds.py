@@ -4,7 +4,7 @@ Notation (App. F): e_t = f_t − g_t on the n training points, the NN with tange
 the KM with K = Θ̂(w₀), both trained on (7) from f₀ = g₀; ρ and β_l the loss's Lipschitz and
 smoothness constants; a(t) = ρ√n‖Θ̂(w_t) − Θ̂(w₀)‖₂ and c = β_l‖Θ̂(w₀)‖₂.
 
-**Seed error (SPEC §4).**  App. F derives ‖e_T‖ ≤ ∫₀ᵀ e^{−λ(T−t)}(c‖e_t‖ + a(t)) dt and then
+**Seed error (docs/errata.md).**  App. F derives ‖e_T‖ ≤ ∫₀ᵀ e^{−λ(T−t)}(c‖e_t‖ + a(t)) dt and then
 prints, "by Grönwall",  ‖e_T‖ ≤ e^{−λT} e^{(1−e^{−λT})c/λ} ∫₀ᵀ a(t)e^{λt} dt.  That step is
 invalid: the extremal case u' = (c − λ)u + a satisfies the hypothesis with equality and exceeds
 the printed value (λ = 1, c = ½, a ≡ 1: u(∞) = 2 > e^{½} ≈ 1.65; see
@@ -32,7 +32,7 @@ with values in [0, c] that is ρ-Lipschitz, with probability ≥ 1 − δ,
 L_D(f) ≤ L_S(f) + 2ρ(B/n)√(tr K) + 3c√(log(2/δ)/(2n)).  Lemma B.2 needs a *bounded* loss:
 the hinge loss is not, so use the ramp loss min(1, max(0, 1 − yz)) (c = 1, ρ = 1), or state
 c from a bound on |f|.  The official code used δ = 0.99 where confidence 1 − δ = 0.99 means
-δ = 0.01 (SPEC §4).
+δ = 0.01 (docs/errata.md, seed 000 App. B).
 
 The recursions over time run on the host (NumPy) on 1-D series of measured scalars (drifts,
 remainders, l' norms), whatever namespace produced them: an explicit host step (the series are

@@ -15,7 +15,7 @@ Seed equations implemented
 Two NTK interval methods
 ------------------------
 ``method="paper"``
-    App. H.1 as printed, with its errata fixed (SPEC §4): the ℓ∞ ball is mapped
+    App. H.1 as printed, with its errata fixed (docs/errata.md, seed 000 App. H.1): the ℓ∞ ball is mapped
     to the ℓ2 ball of radius √d·δ; ‖x‖ ∈ [max(‖x₀‖ − √dδ, 0), ‖x₀‖ + √dδ];
     ⟨x, x′⟩ ∈ ⟨x₀, x′⟩ ∓ √dδ‖x′‖; uᴸ, uᵁ by dividing by the norm end that makes
     the quotient extreme; then [hᴸ, hᵁ] and Θ = ‖x‖‖x′‖h/(2πd) with ‖x‖ and u
@@ -124,7 +124,7 @@ centre/radius form μ′ = W_std·(μ @ W)/√fan_in + b_std·b,
 r′ = |W_std|·(r @ |W|)/√fan_in (eq. (67)), then ReLU on both ends.  For an ℓ2
 ball the first layer uses the exact ℓ2 range (radius δ‖W_{:,k}‖₂).  The
 official code certifies f − f₀ by subtracting f₀ at the *clean* point only,
-which is not sound (SPEC §4; a counterexample is in the tests): with
+which is not sound (docs/errata.md; a counterexample is in the tests): with
 ``params0`` we bound f₀ over the ball too: f − f₀ ∈ [fᴸ − f₀ᵁ, fᵁ − f₀ᴸ].
 """
 from __future__ import annotations
@@ -157,9 +157,9 @@ __all__ = [
 # (tests/test_certify.py recomputes them with mpmath.findroot).  Newton in double precision with
 # h evaluated in double precision lands 1 ulp off, hence the literals.
 H_ARGMIN = -0.7940998648103225
-"""u* = argmin h over [−1, 1] (seed 000 App. H.1; SPEC §4: −0.79410)."""
+"""u* = argmin h over [−1, 1] (seed 000 App. H.1: −0.79410)."""
 H_MIN = -0.4297378205183161
-"""h(u*) = min h (SPEC §4: −0.4297378).  h < 0 exactly on (−1, −0.3942348686727…)."""
+"""h(u*) = min h (seed 000 App. H.1: −0.4297378).  h < 0 exactly on (−1, −0.3942348686727…)."""
 
 _SQRT2 = math.sqrt(2.0)
 
@@ -1066,7 +1066,7 @@ def ibp_radius(
     The bound of g over the ball is sound in both cases: with ``params0`` the
     lower bound is fᴸ − f₀ᵁ, both from IBP over the same ball.  (The official
     code uses fᴸ − f₀(x₀), i.e. f₀ at the clean point only — not a certificate
-    for f − f₀; SPEC §4.)
+    for f − f₀; docs/errata.md.)
 
     Parameters
     ----------

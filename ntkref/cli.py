@@ -1,4 +1,4 @@
-r"""The ``ntkref`` command line: language-neutral access to the reference (SPEC §6).
+r"""The ``ntkref`` command line: language-neutral access to the reference.
 
 Inputs are ``.npy`` files or arrays of ``.npz`` files (``file.npz:key``; the key
 may be omitted when the archive holds one array); outputs are ``.npy``/``.npz``.
@@ -16,7 +16,7 @@ Commands (``ntkref COMMAND --help`` documents each):
 
 ``kernel``
     NNGP/NTK of a fully connected net (``ntkref.kernels.fc``, neural-tangents'
-    convention, SPEC §2): ``ntkref kernel --x1 a.npy [--x2 b.npy] --depth 3
+    convention, docs/conventions.md, 'FC kernels'): ``ntkref kernel --x1 a.npy [--x2 b.npy] --depth 3
     --activation relu --W-std 1 --b-std 0 --get ntk --out k.npy``; with
     ``--family cntk`` the CNTK of seed 004 (``ntkref.kernels.cntk``, images
     (n, C, H, W), ``--readout gap|flatten``).

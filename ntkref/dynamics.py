@@ -43,7 +43,7 @@ Errata in seed 000 (tested in tests/test_dynamics.py)
 -----------------------------------------------------
 - Thm 3.1/3.2 limits (4), (35), (40): "lim g_T = C Σ 𝟙(yᵢ g_T(xᵢ) < 1) yᵢ K(x, xᵢ)" holds only if no
   training point sits on the margin at the optimum.  Margin support vectors carry fractional
-  weights 0 < αᵢyᵢ < C, and the limit is the SVM dual solution (SPEC §4).
+  weights 0 < αᵢyᵢ < C, and the limit is the SVM dual solution (docs/errata.md).
 - Eq. (13) multiplies Σ_t (1 − η̂λ)^{−t−1} Q(t) by η̂/n although Q(t) already contains η̂/n: the
   factor is counted twice.  (14) and (38) are right.
 - Thm 3.1's rate L(β_t) − L(β*) ≤ e^{−2t}(L(β₀) − L(β*)) is for the C-form (λ = 1 in eq. (7)).
@@ -1088,7 +1088,7 @@ def svm_limit_printed(K_eval, y, g_T, C):
     **Valid only when no training point lies on the margin** (yᵢ g*(xᵢ) = 1) at the optimum.
     The derivation (35) assumes Q(t) becomes constant, which fails when points slide along the
     margin: there the limit has fractional weights 0 < αᵢyᵢ < C (the SVM dual solution) and this
-    formula is off by O(C·K) (SPEC §4: 40 points, 9 on the margin, off by 1.17).  Use
+    formula is off by O(C·K) (40 points, 9 on the margin: off by 1.17; tests/test_dynamics.py).  Use
     :func:`gradient_flow` or an exact solver for the actual limit.
 
     Parameters

@@ -55,7 +55,7 @@ which :attr:`KernelMachine.beta_error_bound` gives.  The default stopping rule i
 gap ≤ tol·max(1, P(α)) with tol = 1e-10 (float64) / 1e-4 (float32).  Active-set
 solutions are exact to rounding once the active set is identified.
 
-Sum vs mean (SPEC §2).  ``reduction="mean"`` minimises (λ/2)‖β‖² + (1/n)Σ l,
+Sum vs mean (docs/conventions.md, 'Losses and regularisation').  ``reduction="mean"`` minimises (λ/2)‖β‖² + (1/n)Σ l,
 which is the sum problem with λ_sum = n·λ_mean.  The paper's experiments
 (App. A, footnote 5) and its official code use the mean: Figure 1's
 λ = 0.001 mean-hinge on n = 128 is ``reduction="mean", lam=0.001``; Table 3's
@@ -826,7 +826,7 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
 def fit(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_psd=True):
     r"""Coefficients α (shape (n,), g = Kα) of the exact minimiser of seed 000 eq. (7).
 
-    Same as ``solve(...).alpha_`` (SPEC §8); see :func:`solve` for the parameters, the
+    Same as ``solve(...).alpha_``; see :func:`solve` for the parameters, the
     conventions (sum/mean, no bias, squared loss without ½) and the accuracy.
     """
     return solve(K, y, loss, lam, reduction=reduction, tol=tol, max_iter=max_iter, check_psd=check_psd).alpha_

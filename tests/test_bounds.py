@@ -14,7 +14,7 @@ from .test_training import km_descent
 
 
 def test_printed_gronwall_step_fails_and_the_corrected_bound_holds():
-    """SPEC §4: u(T) ≤ ∫₀ᵀ e^{−λ(T−t)}(c u + a) dt is satisfied with equality by u' = (c − λ)u + a,
+    """Seed 000 App. F (docs/errata.md): u(T) ≤ ∫₀ᵀ e^{−λ(T−t)}(c u + a) dt is satisfied with equality by u' = (c − λ)u + a,
     u(0) = 0, i.e. u(T) = a(e^{(c−λ)T} − 1)/(c − λ) → 2 for λ = 1, c = ½, a ≡ 1.  The printed
     consequence e^{c/λ}·(1 − e^{−λT})/λ → e^{½} ≈ 1.65 is smaller: violated.  The corrected
     ∫₀ᵀ e^{(c−λ)(T−t)} a dt equals u(T)."""

@@ -5,7 +5,7 @@ Independent routes used here (never the implementation's own numbers):
   checked against finite differences;
 - random points in the ball and projected-gradient attacks (soundness: no point may escape the bounds);
 - mpmath root finding for the minimum of h; brute-force vertex enumeration and scipy's LP for the ranges;
-- the printed App. H.1 written out literally (SPEC §4: it gives NaN / an unsound bound; the fix does not);
+- the printed App. H.1 written out literally (docs/errata.md, seed 000 App. H.1: it gives NaN / an unsound bound; the fix does not);
 - for IBP, a private forward pass with hand-written backprop for the attack.
 """
 import math
@@ -193,7 +193,7 @@ def test_h_minimum_against_mpmath():
     u_star = mpmath.findroot(hprime, mpmath.mpf("-0.79"))
     assert certify.H_ARGMIN == float(u_star)  # the nearest float64
     assert certify.H_MIN == float(h(u_star))
-    # the values quoted in SPEC §4 / the official code's comment
+    # the values quoted in docs/errata.md / the official code's comment
     assert round(certify.H_ARGMIN, 5) == -0.79410
     assert round(certify.H_MIN, 7) == -0.4297378
 
@@ -422,7 +422,7 @@ def test_dot_and_norm_ranges_l2(asxp, tonp):
 
 
 # ---------------------------------------------------------------------------
-# the printed App. H.1 (SPEC §4): literal transcription
+# the printed App. H.1 (seed 000; docs/errata.md): literal transcription
 # ---------------------------------------------------------------------------
 def printed_app_h1(x0, X, delta):
     """Seed 000 App. H.1 exactly as printed (no clipping of uᴸ, the minus sign in uᵁ's else branch,
@@ -796,7 +796,7 @@ def test_ibp_certified_points_survive_attack(asxp, tonp, norm, domain):
 
 
 def test_official_f0_subtraction_is_unsound_and_ours_is_sound(asxp, tonp):
-    """SPEC §4: bounding f(W_t, ·) over the ball and subtracting f₀ at the clean point only is not a certificate
+    """Official code (docs/errata.md): bounding f(W_t, ·) over the ball and subtracting f₀ at the clean point only is not a certificate
     for g = f − f₀.  Counterexample: f_t ≡ 0 (zero readout) and f₀(x₀) = −ε < 0, so g(x₀) = ε > 0; the official
     bound 0 − f₀(x₀) = ε > 0 "certifies" every radius, yet g(x) = −f₀(x) < 0 wherever f₀(x) > 0."""
     rng = np.random.default_rng(61)

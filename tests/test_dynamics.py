@@ -342,7 +342,7 @@ def test_discrete_converges_to_minimiser(xp, asxp, tonp, name, record_property):
 
 
 # ------------------------------------------------------------------------------------------
-# 4. the printed limit of Thm 3.1/3.2 vs margin support vectors (SPEC §4)
+# 4. the printed limit of Thm 3.1/3.2 vs margin support vectors (docs/errata.md)
 # ------------------------------------------------------------------------------------------
 def test_printed_limit_fails_with_margin_support_vectors(xp, asxp, tonp, record_property):
     K, K_test, y = rbf_problem(n=40, m=10, seed=12)

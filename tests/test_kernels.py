@@ -186,7 +186,7 @@ def test_seed000_eq63_equals_fc(asxp, tonp):
 
 @pytest.mark.parametrize("depth", [0, 1, 2, 3, 5])
 def test_arora_scaling_identities(depth, asxp, tonp):
-    """SPEC §2: Θ_Arora = d·Θ_NT(W = 1, √2, …) and Θ_NT(W = 1) = Θ_Arora/(d·2^L)."""
+    """Seed 004 vs docs/conventions.md, 'FC kernels': Θ_Arora = d·Θ_NT(W = 1, √2, …) and Θ_NT(W = 1) = Θ_Arora/(d·2^L)."""
     rng = np.random.default_rng(depth)
     d = 7
     x, y = asxp(rng.normal(size=(5, d))), asxp(rng.normal(size=(4, d)))

@@ -7,7 +7,7 @@ infinitely wide CNN
     → readout: global average pooling + dense ("gap")  or  flatten + dense ("flatten")
 
 in the NTK parameterization, with the neural-tangents conventions that
-:func:`ntkref.kernels.fc` follows (SPEC §2).  Seed 004 equations implemented:
+:func:`ntkref.kernels.fc` follows (docs/conventions.md, 'FC kernels').  Seed 004 equations implemented:
 
 - eq. (6): the covariance recursion Σ⁽ʰ⁾ = c_σ E[σ(u)σ(v)], (u, v) ~ N(0, Λ⁽ʰ⁾),
   here per pixel pair and with c_σ carried by the next layer's ``W_std²``;

@@ -1,6 +1,6 @@
 r"""NNGP and NTK of fully connected networks of any depth (infinite width).
 
-Conventions (neural-tangents' NTK parameterisation, SPEC §2).  With
+Conventions (neural-tangents' NTK parameterisation, docs/conventions.md, 'FC kernels').  With
 ``depth`` = L hidden layers and per-layer ``W_std`` = (W₀, …, W_L) and
 ``b_std`` = (b₀, …, b_L) (the last entry is the readout):
 

@@ -1,6 +1,6 @@
 r"""Finite-width fully connected ReLU networks, without autograd.
 
-NTK parameterisation (SPEC §2, seed 000 §2, seed 004 eq. (5) with c_σ moved
+NTK parameterisation (docs/conventions.md, seed 000 §2, seed 004 eq. (5) with c_σ moved
 into W_std): weights and biases i.i.d. N(0, 1), and for layers ℓ = 0, …, L
 (L = ``depth`` hidden layers, layer L the scalar readout)
 
