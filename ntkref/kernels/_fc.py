@@ -215,14 +215,15 @@ def check_finite_kernel(value, caller, xp, params="'x1'/'x2', 'W_std' and 'b_std
 def _available_memory(xp, like):
     """Bytes that can still be allocated where ``like`` lives, or ``None`` when unknown.
 
-    CuPy: the device's free memory (``cupy.cuda.runtime.memGetInfo``); torch/JAX on an accelerator:
+    CuPy: the device's free memory (``cupy.cuda.runtime.memGetInfo``) plus the unused blocks of CuPy's
+    memory pool; torch/JAX on an accelerator:
     unknown (no guard); everything else lives in host memory: ``MemAvailable`` of /proc/meminfo, else
     ``os.sysconf`` (available physical pages).
     """
     if _gpu.is_cupy(xp):
-        import cupy
-
-        return int(cupy.cuda.runtime.memGetInfo()[0])
+        # free device memory plus the blocks CuPy's pool holds but does not use (freed arrays are cached)
+        with like.device:
+            return int(_gpu._free_bytes())
     dev = str(device_of(like)).lower()
     if ("cuda" in dev or "gpu" in dev or "tpu" in dev or "mps" in dev) and not array_api_compat.is_numpy_namespace(xp):
         return None
