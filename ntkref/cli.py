@@ -550,8 +550,6 @@ def _compare_kernel(args, candidate):
             lines.append(f"  max {name} normalised error: {err[loc]:.3e} at {_fmt_loc(loc)}")
     if args.family == "cntk":
         caveat = " (cntk: up to ~2e-8 for near-parallel pixel pairs of unequal norm, ntkref.kernels.cntk)"
-    elif args.activation == "erf":
-        caveat = " (erf: for inputs of moderate norm)"
     elif args.activation not in ("relu", "erf"):
         caveat = " (quadrature activations: plus the Gauss-Hermite rule's error)"
     else:

@@ -36,7 +36,7 @@ free (rows of norm 1e-150 and 1e150 alike) and meaningful where R itself is 0
 |K − R| > tol·√(…) + ``atol`` with tol = ``diag_tol`` on the diagonal of a
 symmetric call (x2 = None, i = j) and ``offdiag_tol`` elsewhere; a non-finite
 candidate value always fails.  ntkref's own accuracy in this measure is
-1e-13 (ReLU, every entry, float64; erf for inputs of moderate norm, see
+1e-13 (ReLU and erf, every entry, float64, input norms from 1e-300 to ~1e150; see
 :mod:`ntkref.kernels`), so tolerances down to ~1e-12 are meaningful in float64;
 float32 candidates need ~1e-5 (their inputs are cast to float32 first and the
 reference is computed, in float64, on the cast values).

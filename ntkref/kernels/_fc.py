@@ -51,8 +51,8 @@ per entry (the arctan, not the matmul, is the largest single cost).
 
 Accuracy (ReLU, measured against mpmath at 50 digits in the tests): every
 entry within 1e-13·√(K(x,x)K(x',x')) in float64 (about 1e-5 in float32), the
-diagonal to 1e-14 relative.  erf: the same bound for inputs of moderate
-norm.  Quadrature: the rule's error, which for smooth σ falls geometrically
+diagonal to 1e-14 relative.  erf: the same bound, checked at row norms from
+1e-300 to 3e153 (tests/test_kernels.py).  Quadrature: the rule's error, which for smooth σ falls geometrically
 with the number of points (default 128 per dimension; the tests measure the convergence).
 """
 from __future__ import annotations
