@@ -93,7 +93,7 @@ def check_array(x, name, *, caller=None, ndim=None, xp=None, dtype=None, finite=
         if is_array(x):
             arr = xp.asarray(x)
         else:
-            # Python lists/scalars: created on the default device, and floats straight in the target dtype
+            # Python lists/scalars: created on the inputs' (else the default) device, floats straight in the target dtype
             # (PyTorch would otherwise round Python floats to float32 first).
             arr = _asarray_host(x, xp, dtype, device if device is not None else _device_for(xp, like))
     except Exception as exc:
