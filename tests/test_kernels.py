@@ -471,7 +471,14 @@ def test_ends_of_the_range_against_mpmath(activation, b_std, scale, asxp, tonp, 
                 assert abs(got[key][i, j] - float(r)) <= bound, (key, i, j, got[key][i, j], float(r))
 
 
-@pytest.mark.parametrize("activation, gain", [("tanh", 1.0), ("erf", 4 / math.pi)])
+_XLA_FTZ = pytest.mark.xfail(
+    condition=__import__("os").environ.get("NTKREF_BACKEND", "") == "jax", strict=True,
+    reason="XLA on the CPU flushes subnormal intermediates to zero (flush-to-zero), so rows of norm ~1e-300 "
+    "lose their scale on JAX; documented in the README's backend table",
+)
+
+
+@pytest.mark.parametrize("activation, gain", [pytest.param("tanh", 1.0, marks=_XLA_FTZ), ("erf", 4 / math.pi)])
 def test_tiny_rows_keep_their_scale(activation, gain, asxp, tonp):
     # σ(u) = σ'(0)·u + O(u³): at scale c = 1e-150 the kernel is c²·gain^depth·x·x'/d to rounding
     x = np.random.default_rng(0).normal(size=(4, 3))
@@ -486,6 +493,7 @@ def test_tiny_rows_keep_their_scale(activation, gain, asxp, tonp):
     assert np.all(tonp(diag.ntk) > 0)
 
 
+@_XLA_FTZ
 def test_rows_of_norm_1e_300_against_unit_rows(asxp, tonp):
     # K(cx, x') ~ c = 1e-300 is representable; the per-row scale √E[σ(u)²] used to underflow (u² ~ 1e-600),
     # giving 0 in the closed erf form and in the quadrature alike; the closed form is checked against mpmath
@@ -512,17 +520,25 @@ def _limit_memory(monkeypatch, available):
     monkeypatch.setattr(_fc, "_available_memory", lambda xp, like: available)
 
 
-def test_fc_refuses_outputs_beyond_the_available_memory(monkeypatch, asxp):
-    # 200 000 rows: two 200 000² float64 outputs are 596 GiB; refused before anything of that size is allocated
+def test_fc_refuses_outputs_beyond_the_available_memory(monkeypatch, asxp, xp):
+    # 200 000 rows: two 200 000² float64 outputs are 596 GiB (twice that on JAX, which assembles the blocks by
+    # concatenation); refused before anything of that size is allocated
+    import array_api_compat
+
+    twice = 2 if array_api_compat.is_jax_namespace(xp) else 1
+
+    def gib(n_out, itemsize):
+        return f"{twice * n_out * 200_000**2 * itemsize / 2**30:.3g}".replace("+", r"\+")
+
     _limit_memory(monkeypatch, 64 * 2**30)
     x = asxp(np.ones((200_000, 1)))
-    with pytest.raises(InvalidParameterError, match=r"'x1'/'x2' parameters .* of fc would need about 596 GiB") as info:
+    with pytest.raises(InvalidParameterError, match=rf"'x1'/'x2' parameters .* of fc would need about {gib(2, 8)} GiB") as info:
         K.fc(x)
     for way_out in ("float32", "block_size", "x1[i:j]", "--out"):
         assert way_out in str(info.value)
-    with pytest.raises(InvalidParameterError, match="about 298 GiB"):  # one output, or float32, halves it
+    with pytest.raises(InvalidParameterError, match=f"about {gib(1, 8)} GiB"):  # one output, or float32, halves it
         K.fc(x, get="ntk")
-    with pytest.raises(InvalidParameterError, match="about 149 GiB"):
+    with pytest.raises(InvalidParameterError, match=f"about {gib(1, 4)} GiB"):
         K.fc(x, get="ntk", dtype="float32")
 
 
