@@ -152,6 +152,19 @@ def check_environment():
         dev.use()
 
 
+def creation_target(xp=None, device=None):
+    """(namespace, device) for arrays a function creates from nothing (seeds, host draws, lists).
+
+    ``xp=None`` is the default namespace (``NTKREF_BACKEND``); ``device=None`` is ``NTKREF_DEVICE``'s device
+    whenever the namespace is the default one (``None``, the library's own default, otherwise).
+    """
+    default_xp = default_namespace()
+    xp = default_xp if xp is None else xp
+    if device is None and xp is default_xp:
+        device = default_device()
+    return xp, device
+
+
 def asarray(x, dtype=None, *, like=None):
     """``x`` as an array of the namespace of ``like`` (on its device), or of the default namespace and device.
 

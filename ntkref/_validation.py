@@ -137,7 +137,7 @@ def _device_for(xp, like):
 def _asarray_host(x, xp, dtype, device):
     import numpy as np
 
-    host = np.asarray(x)
+    host = np.asarray(x)  # x is host data (a Python list or scalar, never a device array: see check_array)
     if host.dtype.kind in "fiub":
         want = np.float32 if (dtype in ("float32",) or dtype is getattr(xp, "float32", None)) else None
         if want is None and host.dtype.kind == "f":

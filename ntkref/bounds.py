@@ -69,7 +69,7 @@ def _host_array(v, name, caller):
     if v is None:
         raise InvalidParameterError(f"The {name!r} parameter of {caller} must be an array. Got None instead.")
     try:
-        a = np.asarray(to_numpy(v) if is_array(v) else v)
+        a = to_numpy(v)  # the bounds' recursions run on the host: an explicit copy of device arrays
         if a.dtype.kind not in "fiub":
             raise TypeError(f"dtype {a.dtype}")
         return a.astype(np.float64)
@@ -143,8 +143,6 @@ def _like(out, ref):
 
 def _trapz_weighted(times, values, rate):
     """∫₀ᵀ e^{rate (T − t)} v(t) dt for piecewise-linear v on the grid (exact for the exponential weight)."""
-    import numpy as np
-
     t, v = times, values
     T = t[-1]
     total = 0.0

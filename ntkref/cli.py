@@ -190,9 +190,9 @@ def write_atomic(path, arrays, main_key):
 
     def write(f):
         if path.endswith(".npy"):
-            np.save(f, np.asarray(arrays[main_key]), allow_pickle=False)
+            np.save(f, to_numpy(arrays[main_key]), allow_pickle=False)
         else:
-            np.savez(f, **{k: np.asarray(v) for k, v in arrays.items() if v is not None})
+            np.savez(f, **{k: to_numpy(v) for k, v in arrays.items() if v is not None})
 
     _replace_atomically(path, "wb", write, "--out")
 
@@ -268,7 +268,7 @@ class _Target:
 
     def put(self, arr, dtype=None):
         """A host (NumPy) array cast on the host (``dtype``, or float64 for integers), then copied to the target."""
-        arr = np.asarray(arr)
+        arr = to_numpy(arr)  # file data or lists: already on the host; a device array is copied explicitly
         if dtype is not None:
             arr = arr.astype(dtype)
         elif arr.dtype.kind in "biu":

@@ -62,7 +62,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import machines as _machines
-from ._backend import default_device, default_namespace, device_of, namespace
+from ._backend import creation_target, device_of, namespace
 from ._compat import eigh
 from ._validation import (
     InvalidParameterError,
@@ -111,10 +111,7 @@ def _rng(seed):
 def _out_namespace(xp, dtype, device=None):
     """(namespace, dtype, device) of arrays created from host draws: ``xp=None`` is ``NTKREF_BACKEND``'s namespace;
     ``device=None`` is ``NTKREF_DEVICE``'s device whenever the namespace is the default one."""
-    default_xp = default_namespace()
-    xp = default_xp if xp is None else xp
-    if device is None and xp is default_xp:
-        device = default_device()
+    xp, device = creation_target(xp, device)
     if dtype is None:
         dtype = xp.float64
     elif dtype not in (xp.float64, xp.float32):

@@ -62,7 +62,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ._backend import asarray, default_device, default_namespace, device_of, is_array, namespace, to_numpy
+from ._backend import creation_target, asarray, device_of, is_array, namespace, to_numpy
 from ._validation import InvalidParameterError, check_array, check_int, check_labels, check_option, check_real
 
 __all__ = [
@@ -704,10 +704,7 @@ def circle_directions(K, *, offset=0.0, xp=None, dtype=None, device=None):
     ``NTKREF_BACKEND`` namespace) on ``device`` (default: ``NTKREF_DEVICE`` for the default namespace)."""
     K = check_int(K, "K", caller="circle_directions", low=1)
     offset = check_real(offset, "offset", caller="circle_directions")
-    default_xp = default_namespace()
-    xp = default_xp if xp is None else xp
-    if device is None and xp is default_xp:
-        device = default_device()
+    xp, device = creation_target(xp, device)
     dtype = xp.float64 if dtype is None else dtype
     phi = offset + (2.0 * math.pi / K) * xp.astype(xp.arange(K, device=device), dtype)
     return xp.stack([xp.cos(phi), xp.sin(phi)], axis=1)

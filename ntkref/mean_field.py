@@ -68,7 +68,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ._backend import default_device, default_namespace, device_of, namespace
+from ._backend import creation_target, device_of, namespace
 from ._compat import eigh
 from ._validation import (
     InvalidParameterError,
@@ -339,10 +339,7 @@ def sphere_uniform(n_points, dim, seed, *, antithetic=False, xp=None, dtype=None
         pts = np.concatenate([half, flipped], axis=0)
     else:
         pts = _unit_rows(rng.standard_normal((n_points, dim)))
-    default_xp = default_namespace()
-    xp = default_xp if xp is None else xp
-    if device is None and xp is default_xp:
-        device = default_device()
+    xp, device = creation_target(xp, device)
     return xp.asarray(pts, dtype=xp.float64 if dtype is None else dtype, device=device)
 
 

@@ -79,7 +79,7 @@ import numpy as np
 
 from . import adversarial as _adv
 from . import losses as _losses
-from ._backend import default_device, default_namespace, device_of, namespace, to_numpy
+from ._backend import creation_target, device_of, namespace, to_numpy
 from ._compat import erf
 from ._validation import InvalidParameterError, check_array, check_int, check_labels, check_option, check_real
 
@@ -205,10 +205,7 @@ class LinearModel:
 def _target(xp, device):
     """(namespace, device) for arrays created from host draws: ``xp=None`` is the default namespace, and ``device=None``
     the default device (``NTKREF_DEVICE``) whenever the namespace is the default one."""
-    default_xp = default_namespace()
-    xp = default_xp if xp is None else xp
-    if device is None and xp is default_xp:
-        device = default_device()
+    xp, device = creation_target(xp, device)
     return xp, device
 
 

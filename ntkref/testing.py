@@ -655,8 +655,8 @@ def _mover(backend):
     """
     xp = _namespace_named(backend)
     if backend is None or backend == backend_name():
-        return lambda a: _backend.asarray(np.asarray(a))
-    return lambda a: xp.asarray(np.asarray(a))
+        return lambda a: _backend.asarray(to_numpy(a))  # explicit host copy, then to the default device
+    return lambda a: xp.asarray(to_numpy(a))
 
 
 def _fc_reference(which, params, backend):
@@ -664,8 +664,8 @@ def _fc_reference(which, params, backend):
 
     def reference(x1, x2):
         put = _mover(backend)
-        a1 = put(np.asarray(x1, dtype=np.float64))
-        a2 = None if x2 is None else put(np.asarray(x2, dtype=np.float64))
+        a1 = put(np.asarray(to_numpy(x1), dtype=np.float64))
+        a2 = None if x2 is None else put(np.asarray(to_numpy(x2), dtype=np.float64))
         K = getattr(fc(a1, a2, get=which, **params), which)
         d1 = getattr(fc_diagonal(a1, **params), which)
         d2 = d1 if a2 is None else getattr(fc_diagonal(a2, **params), which)
@@ -1078,8 +1078,9 @@ def _ntk_outputs(alpha, x_train, points):
     from .kernels import two_layer_relu_ntk
 
     put = _mover(None)
-    g = two_layer_relu_ntk(put(np.asarray(points, dtype=np.float64)), put(np.asarray(x_train, dtype=np.float64))) @ put(
-        np.asarray(alpha, dtype=np.float64))
+    g = two_layer_relu_ntk(put(np.asarray(to_numpy(points), dtype=np.float64)),
+                           put(np.asarray(to_numpy(x_train), dtype=np.float64))) @ put(
+        np.asarray(to_numpy(alpha), dtype=np.float64))
     return np.asarray(to_numpy(g), dtype=np.float64)
 
 

@@ -760,16 +760,8 @@ def fc(
 
     def compute(task):
         i0, i1, j0, j1 = task
-        if unbiased_relu:
-            nngp, ntk = _relu_unbiased_block(
-                n1_norm[i0:i1], u1[i0:i1, :], n2_norm[j0:j1], u2[j0:j1, :], d, Ws, "nngp" in wanted, want_ntk, xp
-            )
-        else:
-            nngp, ntk = _fc_block(
-                n1_norm[i0:i1], u1[i0:i1, :], n2_norm[j0:j1], u2[j0:j1, :], d, Ws, bs, act, closed, n_points,
-                want_ntk, xp,
-            )
-        block = {"nngp": nngp, "ntk": ntk}
+        block = _block_values(n1_norm, u1, n2_norm, u2, i0, i1, j0, j1, d, Ws, bs, act, closed, n_points, wanted,
+                              unbiased_relu, xp)
         for g in wanted:
             val = block[g]
             check_finite_kernel(val, "fc", xp)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._backend import asarray, default_device, default_namespace, device_of, is_array
+from .._backend import creation_target, asarray, device_of, is_array
 from .._validation import InvalidParameterError
 
 
@@ -14,10 +14,7 @@ def init_target(xp, dtype, device, caller):
     (``NTKREF_DEVICE``), and also when ``xp`` is given and is the default namespace.  ``dtype`` (default
     float64) must be a real floating dtype of ``xp``: an integer dtype would truncate the N(0, 1) draws.
     """
-    default_xp = default_namespace()
-    xp = default_xp if xp is None else xp
-    if device is None and xp is default_xp:
-        device = default_device()
+    xp, device = creation_target(xp, device)
     if dtype is None:
         dtype = xp.float64
     elif isinstance(dtype, str) and dtype in ("float32", "float64"):
