@@ -20,16 +20,19 @@ fused multiply-add, which rounds once instead of twice; the device tests compare
 Near-parallel and antiparallel pairs (|ρ| > 0.95) take their angle from the rows themselves,
 θ = 2·atan2(‖x̂ − x̂′‖, ‖x̂ + x̂′‖), in a second kernel that runs over those pairs only (one thread a pair,
 a loop over the d features), then the same recursion; this keeps angles of 1e-9 rad accurate where
-1 − ρ from the Gram has lost every digit.
+1 − ρ from the Gram has lost every digit.  The dense kernel flags those pairs while it reads ρ (the lanes of
+a warp reserve slots in an index buffer with one atomic add), so finding them costs no extra pass over the
+Gram; a row block with more flagged pairs than the buffer holds (1 in 16) is recomputed through a mask pass.
 
 Symmetric Grams (``x2=None``): cuBLAS ``syrk`` computes the upper triangle of the product only (half the
-multiply-adds), the lower triangle is copied from it, and the recursion, which is elementwise, keeps the
-result exactly symmetric.
+multiply-adds), the recursion runs on the upper triangle only, and a tiled transpose kernel copies it onto
+the lower triangle, so the result is exactly symmetric.
 
-Memory: the output, plus, per row block, one byte an entry for the |ρ| > 0.95 mask, CuPy's scan buffer of
-``flatnonzero`` (up to eight bytes an entry) and eight bytes per refined pair (measured peak on an H200 at
-n = 40 000: 1.15× the output in float64, 1.27× in float32).  Row blocks are as large as free device memory allows (a single block for n = 40 000 in
-float64 on an 80 GB card).  Host synchronisations: one per row block (the count of refined pairs).
+Memory: the output, plus, per row block, the index buffer of flagged pairs (half a byte an entry); the
+fallback needs one byte an entry for the mask, CuPy's scan buffer of ``flatnonzero`` (up to eight bytes an
+entry) and eight bytes per refined pair, and row blocks are sized for it.  Row blocks are as large as free
+device memory allows (a single block for n = 40 000 in float64 on an 80 GB card).  Host synchronisations:
+one per row block (the count of refined pairs).
 """
 from __future__ import annotations
 
@@ -37,6 +40,7 @@ import functools
 import math
 
 import array_api_compat
+import numpy
 
 _PARALLEL_THRESHOLD = 0.95
 
@@ -77,18 +81,69 @@ _WRITE = r"""
 """
 
 
+# Near-parallel pairs are collected by the dense kernel itself while it reads rho (no separate mask pass):
+# the lanes of a warp that see |rho| > threshold reserve slots with one atomicAdd per warp, and write their
+# block-relative flat indices there.  If more pairs are flagged than the buffer holds, the count still says
+# how many, and the caller redoes that block through the mask path.
+_COLLECT = r"""
+    {
+        const bool flag = keep && fabs(rho) > thr;
+        const unsigned active = __activemask();
+        const unsigned m = __ballot_sync(active, flag);
+        if (m) {
+            const int lane = threadIdx.x & 31;
+            const int leader = __ffs(m) - 1;
+            unsigned long long base = 0;
+            if (lane == leader) base = atomicAdd(&cnt[0], (unsigned long long)__popc(m));
+            base = __shfl_sync(active, base, leader);
+            if (flag) {
+                const unsigned long long pos = base + __popc(m & ((1u << lane) - 1u));
+                if (pos < (unsigned long long)cap) found[pos] = i;
+            }
+        }
+    }
+"""
+
+# Exact symmetry for Grams whose upper triangle holds the values: each 32×32 tile below the diagonal is
+# loaded from its mirror image above (coalesced rows through shared memory) and written transposed.
+_MIRROR = r"""
+extern "C" __global__ void ntkref_mirror_tiled_T(T* g, const long long n) {
+    __shared__ T tile[32][33];
+    const long long bi = blockIdx.y, bj = blockIdx.x;
+    if (bi < bj) return;
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    for (int k = ty; k < 32; k += 8) {
+        const long long r = bj * 32 + k, c = bi * 32 + tx;
+        if (r < n && c < n) tile[k][tx] = g[r * n + c];
+    }
+    __syncthreads();
+    for (int k = ty; k < 32; k += 8) {
+        const long long r = bi * 32 + k, c = bj * 32 + tx;
+        if (r < n && c < n && r > c) g[r * n + c] = tile[tx][k];
+    }
+}
+"""
+
+
 @functools.lru_cache(maxsize=None)
 def _kernels():
     import cupy
 
     # Every entry of a row block: rho is read from out1 (the Gram written by cuBLAS) and replaced in place.
+    # With upper=1 (symmetric Grams) entries below the diagonal are left alone (the mirror fills them).
     dense = cupy.ElementwiseKernel(
-        "raw T a1, raw T a2, int64 n2, T tiny, int32 depth, int32 mode",
-        "raw T out1, raw T out2",
+        "raw T a1, raw T a2, int64 n2, int64 row0, int32 upper, T tiny, int32 depth, int32 mode, T thr, "
+        "int64 cap",
+        "raw T out1, raw T out2, raw uint64 cnt, raw int64 found",
         "const long long row = i / n2; const long long col = i - row * n2;\n"
-        "T rho = out1[i]; T omr = (T)1 - rho; T opr = (T)1 + rho;\n"
+        "const bool keep = !(upper && row0 + row > col);\n"
+        "T rho = keep ? out1[i] : (T)0;\n"
+        + _COLLECT
+        + "if (keep) {\n"
+        "T omr = (T)1 - rho; T opr = (T)1 + rho;\n"
         + _RECURSION
-        + _WRITE.replace("OUT_IDX", "i"),
+        + _WRITE.replace("OUT_IDX", "i")
+        + "}\n",
         "ntkref_fc_relu_dense",
     )
     # The pairs flagged near-parallel: the angle from the rows' difference and sum, then the recursion.
@@ -108,14 +163,25 @@ def _kernels():
         + _WRITE.replace("OUT_IDX", "idx"),
         "ntkref_fc_relu_refine",
     )
-    mask = cupy.ElementwiseKernel("T g, T t", "bool m", "m = fabs(g) > t", "ntkref_abs_gt")
-    # Exact symmetry: the lower triangle takes the upper's values (threads only read above the diagonal).
-    mirror = cupy.ElementwiseKernel(
-        "int64 n", "raw T g",
-        "const long long r = i / n; const long long c = i - r * n; if (r > c) g[i] = g[c * n + r];",
-        "ntkref_mirror_upper",
+    # the fallback when a block has more near-parallel pairs than the collection buffer holds
+    mask = cupy.ElementwiseKernel(
+        "T g, int64 n2, int64 row0, int32 upper, T t", "bool m",
+        "const long long row = i / n2; const long long col = i - row * n2;\n"
+        "m = !(upper && row0 + row > col) && fabs(g) > t;",
+        "ntkref_abs_gt",
     )
-    return dense, refine, mask, mirror
+    mirrors = {
+        name: cupy.RawKernel(_MIRROR.replace("_T(", "_" + name + "(").replace("T* g", ctype + "* g")
+                             .replace("__shared__ T", "__shared__ " + ctype), "ntkref_mirror_tiled_" + name)
+        for name, ctype in (("float32", "float"), ("float64", "double"))
+    }
+    return dense, refine, mask, mirrors
+
+
+def _mirror(mirrors, g, n):
+    """Copy the upper triangle of the n×n row-major ``g`` onto its lower triangle, in place."""
+    tiles = (n + 31) // 32
+    mirrors[str(g.dtype)]((tiles, tiles), (32, 8), (g, numpy.int64(n)))
 
 
 def is_cupy(xp) -> bool:
@@ -143,7 +209,7 @@ def fc_relu_unbiased(x1n, u1, x2n, u2, d, Ws, want_nngp, want_ntk, symmetric, xp
 
 
 def _fc_relu_unbiased(cupy, x1n, u1, x2n, u2, d, Ws, want_nngp, want_ntk, symmetric, block_rows):
-    dense, refine, mask_k, mirror = _kernels()
+    dense, refine, mask_k, mirrors = _kernels()
     dtype = u1.dtype
     n1, n2 = u1.shape[0], u2.shape[0]
     q = Ws[0] * Ws[0] / d
@@ -174,17 +240,34 @@ def _fc_relu_unbiased(cupy, x1n, u1, x2n, u2, d, Ws, want_nngp, want_ntk, symmet
         for i0 in range(0, n1, block_rows):
             i1 = min(n1, i0 + block_rows)
             cupy.matmul(u1[i0:i1], u2.T, out=out1[i0:i1])
-    if symmetric and n1 > 1:
-        mirror(n1, out1, size=n1 * n1)
     thr = dtype.type(_PARALLEL_THRESHOLD)
+    upper = 1 if symmetric else 0
+    cnt = cupy.zeros(1, dtype=cupy.uint64)
     for i0 in range(0, n1, block_rows):
         i1 = min(n1, i0 + block_rows)
         g1, g2 = out1[i0:i1], out2[i0:i1]
-        idx = cupy.flatnonzero(mask_k(g1, thr))  # one host synchronisation: the number of flagged pairs
-        dense(a1[i0:i1], a2, n2, tiny, depth, mode, g1, g2, size=g1.size)
+        # room for 1 flagged pair in 16 (the diagonal alone is 1 in n2); more sends the block to the fallback
+        cap = max(g1.size // 16, 2 * (i1 - i0))
+        found = cupy.empty(cap, dtype=cupy.int64)
+        cnt.fill(0)
+        dense(a1[i0:i1], a2, n2, i0, upper, tiny, depth, mode, thr, cap, g1, g2, cnt, found, size=g1.size)
+        flagged = int(cnt.get()[0])  # one host synchronisation a block: the number of near-parallel pairs
+        if flagged <= cap:
+            idx = found[:flagged]
+        else:  # too many to collect: recompute this block's Gram, flag its pairs with the mask, run it again
+            del found
+            cupy.matmul(u1[i0:i1], u2.T, out=g1)
+            idx = cupy.flatnonzero(mask_k(g1, n2, i0, upper, thr))
+            found = cupy.empty(1, dtype=cupy.int64)
+            dense(a1[i0:i1], a2, n2, i0, upper, tiny, depth, mode, dtype.type(2), 0, g1, g2, cnt, found,
+                  size=g1.size)
         if idx.size:
             refine(idx, u1[i0:i1], u2, a1[i0:i1], a2, n2, d, tiny, depth, mode, g1, g2)
-        del idx
+        del idx, found
+    if symmetric and n1 > 1:
+        _mirror(mirrors, out1, n1)
+        if mode == 2:
+            _mirror(mirrors, out2, n1)
     nngp = out1 if want_nngp else None
     ntk = (out2 if mode == 2 else out1) if want_ntk else None
     return nngp, ntk

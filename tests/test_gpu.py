@@ -109,3 +109,31 @@ def test_fused_peak_memory_is_close_to_the_output():
     finally:
         cupy.cuda.set_allocator(pool.malloc)
     assert (high[0] - base) <= 1.5 * out.nbytes, (high[0] - base) / out.nbytes
+
+
+@pytest.mark.parametrize("dtype,tol", [("float64", 4e-15), ("float32", 2e-6)])
+@pytest.mark.parametrize("block_rows", [None, 7])
+def test_blocks_with_mostly_near_parallel_pairs_take_the_mask_fallback(dtype, tol, block_rows):
+    # Every pair has |cos| > 0.95, more than the dense kernel's collection buffer (1 pair in 16) holds, so
+    # each row block is recomputed through the mask pass; the result must still equal the array-API path,
+    # and a block where only some pairs are near-parallel (the second half of the rows) must mix both paths.
+    from ntkref import _gpu
+    from ntkref.kernels._fc import _row_norms
+
+    rng = np.random.default_rng(5)
+    base = rng.standard_normal(30)
+    x = base + 1e-3 * rng.standard_normal((120, 30))
+    x[60:] = rng.standard_normal((60, 30))  # generic rows: these pairs are mostly not flagged
+    x[61] = -x[2]  # antiparallel across the two halves
+    x = cupy.asarray(x.astype(dtype))
+    n, u = _row_norms(x, cupy)
+    for x2, (n2, u2) in ((None, (n, u)), (x[::-1], _row_norms(x[::-1], cupy))):
+        _, fused = _gpu.fc_relu_unbiased(n, u, n2, u2, 30, [1.0, 1.0, 1.0, 1.0], False, True, x2 is None, cupy,
+                                         block_rows=block_rows)
+        ref = K.fc(x, x2, depth=3, get="ntk", engine="array_api").ntk
+        diag = cupy.asnumpy(K.fc_diagonal(x, depth=3).ntk)
+        d2 = diag if x2 is None else diag[::-1]
+        a, b = cupy.asnumpy(fused), cupy.asnumpy(ref)
+        assert _scaled_err(a, b, diag, d2) <= tol
+        if x2 is None:
+            assert np.array_equal(a, a.T)
