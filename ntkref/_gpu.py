@@ -270,4 +270,13 @@ def _fc_relu_unbiased(cupy, x1n, u1, x2n, u2, d, Ws, want_nngp, want_ntk, symmet
             _mirror(mirrors, out2, n1)
     nngp = out1 if want_nngp else None
     ntk = (out2 if mode == 2 else out1) if want_ntk else None
+    # Overflow: for unit rows |nngp| ≤ 1 and |ntk| ≤ depth + 1, so no entry exceeds max‖x‖·max‖x′‖·q·(depth + 1)
+    # (the diagonal reaches it).  Only when that bound is not a finite number of the dtype is the output
+    # scanned, and a non-finite entry refused like the array-API path does.
+    bound = float(cupy.max(x1n)) * float(cupy.max(x2n)) * q * (depth + 1) if n1 * n2 else 0.0
+    if not bound <= float(cupy.finfo(dtype).max):
+        from .kernels._fc import check_finite_kernel
+
+        for value in (nngp, ntk):
+            check_finite_kernel(value, "fc", cupy)
     return nngp, ntk
