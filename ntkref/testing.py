@@ -1,6 +1,6 @@
 r"""Oracle tooling: hypothesis strategies for hard inputs and ``check_*`` helpers.
 
-Users compare their own NTK / kernel-machine / dynamics / certificate code with
+Users compare their own NTK / CNTK / kernel-machine / dynamics / certificate code with
 ntkref.  This module makes that a one-line test in *their* pytest
 suite::
 
@@ -16,12 +16,30 @@ suite::
         check_kernel(my_ntk, depth=2, activation="relu", W_std=1.0, b_std=0.0,
                      which="ntk", diag_tol=1e-12, offdiag_tol=1e-12)
 
-On disagreement :func:`check_kernel` raises :class:`OracleMismatch` (an
-``AssertionError``) whose message shows the minimal failing example found
-(hypothesis shrinking, then reduction to the rows involved), both values, the
-location ``(i, j)`` and the measured error; the report object is attached as
-``exc.report``.  Call the ``check_*`` helpers from a plain test function (not
+(or, with the pytest plugin :mod:`ntkref.pytest_plugin`, ``def test_my_ntk(ntkref_oracle):
+ntkref_oracle.check_kernel(my_ntk, depth=2)``).  Call the ``check_*`` helpers from a plain test function (not
 from inside another ``@given`` test: hypothesis does not nest).
+
+Two modes
+---------
+``mode="assert"`` (default): stop at the first failing input, shrink it (hypothesis), reduce it to the one
+or two rows involved and raise :class:`OracleMismatch` (an ``AssertionError``) whose message shows that
+minimal example, both values, the location ``(i, j)`` and the measured error; the report is ``exc.report``.
+Its ``max_error`` covers the inputs tried until then.
+
+``mode="measure"``: run the whole example budget (every hypothesis example, then the battery), record
+every value, and report per failure kind (``"non_finite"`` overflow/NaN, ``"precision"``,
+``"convention"``, ``"exception"``, ``"shape"``; ``"soundness"`` for certificates) the number of examples
+and values, the worst example and a shrunk minimal example with an ``@example(...)`` replay line (and the
+seed, which repeats the whole run).  ``max_error`` is then the largest finite error over the budget;
+non-finite candidate values are counted (``n_non_finite``) and listed (``non_finite``) separately.  With
+``raise_on_failure`` (default) a failing measure run also raises, after the budget.
+
+Reports are structured: :class:`CheckReport` has ``to_dict()`` (JSON-ready, numbers as numbers, schema
+:data:`REPORT_SCHEMA`, documented in :mod:`ntkref._testing_report`), ``to_json(path)`` and, for kernel
+checks, the per-entry table ``entry_table()`` / ``to_csv(path)`` (row, col, candidate, reference, absolute
+and scaled error, the tolerance used and where it came from, the entry's kind) — pass
+``record_entries=True`` (default in measure mode).
 
 Error measure for kernels
 -------------------------
@@ -33,26 +51,37 @@ the error relative to the Cauchy–Schwarz bound |R| ≤ √(K(x,x)K(x′,x′))
 PSD kernel), which is the scale a kernel entry can be known to.  It is scale
 free (rows of norm 1e-150 and 1e150 alike) and meaningful where R itself is 0
 (orthogonal rows, Θ(x, 0) = 0).  Entries fail where
-|K − R| > tol·√(…) + ``atol`` with tol = ``diag_tol`` on the diagonal of a
-symmetric call (x2 = None, i = j) and ``offdiag_tol`` elsewhere; a non-finite
-candidate value always fails.  ntkref's own accuracy in this measure is
-1e-13 (ReLU and erf, every entry, float64, input norms from 1e-300 to ~1e150; see
-:mod:`ntkref.kernels`), so tolerances down to ~1e-12 are meaningful in float64;
-float32 candidates need ~1e-5 (their inputs are cast to float32 first and the
-reference is computed, in float64, on the cast values).
+|K − R| > τ·√(…) + ``atol`` with τ = max(user tolerance, ntkref's certified bound for that entry) — the
+user tolerance being ``diag_tol`` on the diagonal of a symmetric call (x2 = None, i = j) and
+``offdiag_tol`` elsewhere — and the report says which of the two applied, per entry and in total
+(``tolerance_counts``).  ntkref's bound for FC kernels (ReLU, erf) is 1e-13: tests/test_kernels.py checks
+every entry against 50-digit mpmath at input norms from 1e-300 to ~1e150 (see :mod:`ntkref._testing_kernel`
+for the tests and the depth rule); for the CNTK see :func:`check_cntk`.  A non-finite candidate value
+always fails.  Tolerances down to ~1e-12 are meaningful in float64; float32 candidates need ~1e-5 (their
+inputs are cast to float32 first and the reference is computed, in float64, on the cast values).
 
 Known results (``validation/nt_oracle_check.py``): neural-tangents 0.6.5 in
 float64 fails ``diag_tol=1e-11`` with a ~1e-8 error on the NTK diagonal (its
 angle arctan2(√(q₁q₂ − k²), k) loses half the digits at θ = 0), while its
 off-diagonal entries on generic inputs pass at ``offdiag_tol=1e-11``.
 
+Inputs: ``inputs=`` and ``battery=``
+------------------------------------
+``inputs`` is the hypothesis strategy searched (default :func:`kernel_inputs`, every hard row kind).
+``battery`` adds the fixed cases of :func:`hard_inputs` (images: :func:`hard_images`) *after* the search.
+The default ``battery=None`` means "the battery runs only with the default strategy": a user's ``inputs=``
+is searched alone (the battery's rows, d = 4, are not what a fixed-size or special-purpose candidate
+accepts).  ``battery=True`` with ``inputs=`` runs both, the user's strategy first, and the report counts
+each (``n_examples_by_source``) and names the source of each failure.  A user ``reference=`` is never
+probed with made-up inputs: it is called only on the inputs searched (and the battery, if asked for).
+
 Strategies
 ----------
 :func:`rows`, :func:`kernel_inputs`, :func:`generic_kernel_inputs`, :func:`ill_conditioned_kernels`,
-:func:`labels`, :func:`machine_problems`, :func:`learning_rates`,
-:func:`widths` — hypothesis strategies returning NumPy arrays (convert them to
+:func:`labels`, :func:`machine_problems`, :func:`learning_rates`, :func:`widths`, :func:`images`,
+:func:`image_inputs` — hypothesis strategies returning NumPy arrays (convert them to
 your namespace yourself), bounded in size, reproducible under hypothesis'
-seeding.  :func:`hard_inputs` is a fixed (non-hypothesis) battery.
+seeding.  :func:`hard_inputs` and :func:`hard_images` are fixed (non-hypothesis) batteries.
 
 This module needs ``hypothesis`` (``pip install ntkref[test]``); the rest of
 ntkref does not.
@@ -60,13 +89,10 @@ ntkref does not.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 import numpy as np  # host-side test tooling: inputs and reports are NumPy arrays by design
 
 try:
-    import hypothesis
-    from hypothesis import HealthCheck, Phase, Verbosity
     from hypothesis import strategies as st
 except ImportError as exc:  # pragma: no cover - exercised only without the test extra
     raise ImportError(
@@ -74,15 +100,33 @@ except ImportError as exc:  # pragma: no cover - exercised only without the test
     ) from exc
 
 from . import _backend
-from ._backend import BackendError, backend_name, default_namespace, to_numpy
+from ._backend import to_numpy
+from ._testing_engine import MODES, check_mode, drive
+from ._testing_kernel import KernelComparison, custom_reference, fc_bound, fc_reference
+from ._testing_report import (
+    ENTRY_COLUMNS,
+    FAILURE_KINDS,
+    REPORT_SCHEMA,
+    CheckReport,
+    KindSummary,
+    Mismatch,
+    json_safe,
+    kernel_error,
+)
 from ._validation import InvalidParameterError, check_int, check_option, check_real
-from .cli import kernel_error  # the normalised error measure, shared with `ntkref compare`
 
 __all__ = [
     "ROW_KINDS",
+    "IMAGE_KINDS",
+    "MODES",
+    "FAILURE_KINDS",
+    "ENTRY_COLUMNS",
+    "REPORT_SCHEMA",
     "OracleMismatch",
     "CheckReport",
+    "KindSummary",
     "Mismatch",
+    "json_safe",
     "rows",
     "kernel_inputs",
     "generic_kernel_inputs",
@@ -92,100 +136,20 @@ __all__ = [
     "learning_rates",
     "widths",
     "hard_inputs",
+    "images",
+    "image_inputs",
+    "hard_images",
     "kernel_error",
     "check_kernel",
+    "check_cntk",
     "check_fit",
     "check_dynamics",
     "check_certificate",
+    "fit_convention_hint",
 ]
 
 ROW_KINDS = ("gaussian", "near_parallel", "antiparallel", "duplicate", "scaled_duplicate", "zero")
 """Kinds of rows :func:`rows` mixes (``gaussian`` first: hypothesis shrinks towards it)."""
-
-
-# =============================================================================================
-# reports
-# =============================================================================================
-@dataclass
-class Mismatch:
-    """One disagreement between a candidate and ntkref (the minimal example found).
-
-    Attributes
-    ----------
-    inputs : dict
-        The arrays the candidate was called with (e.g. ``{"x1": ..., "x2": None}``).
-    location : tuple
-        Index of the worst entry (``(i, j)`` for kernels, ``(t, i)`` for trajectories, …).
-    candidate_value, reference_value : float
-        The two values there (NaN if the candidate raised or returned a wrong shape).
-    error : float
-        The measured error there (see the checker's docstring for the measure).
-    tolerance : float
-        The tolerance it exceeded.
-    entry : str
-        What kind of entry (``"diagonal"``, ``"off-diagonal"``, ``"objective"``, …).
-    detail : str
-        Anything else worth saying (an exception the candidate raised, a shape mismatch).
-    """
-
-    inputs: dict
-    location: tuple
-    candidate_value: float
-    reference_value: float
-    error: float
-    tolerance: float
-    entry: str
-    detail: str = ""
-
-    def __str__(self):
-        lines = [
-            f"  location {self.location} ({self.entry}): candidate {self.candidate_value!r}, "
-            f"reference {self.reference_value!r}",
-            f"  measured error {self.error:.3e} > tolerance {self.tolerance:.3e}",
-        ]
-        if self.detail:
-            lines.append(f"  {self.detail}")
-        with np.printoptions(precision=17, floatmode="unique", linewidth=120, threshold=10_000):
-            for name, value in self.inputs.items():
-                text = f"np.{value!r}" if isinstance(value, np.ndarray) else repr(value)
-                lines.append(f"  {name} = {text}")
-        return "\n".join(lines)
-
-
-@dataclass
-class CheckReport:
-    """Outcome of a ``check_*`` run.
-
-    Attributes
-    ----------
-    passed : bool
-    n_examples : int
-        Inputs tried (hypothesis examples + battery cases).
-    max_error : dict
-        Largest error seen per entry kind over all inputs tried (e.g.
-        ``{"diagonal": 1.1e-8, "off-diagonal": 3e-12}``).
-    failure : Mismatch or None
-        The minimal failing example.
-    source : str
-        ``"hypothesis"`` or ``"battery"`` (where the failure came from), ``""`` if passed.
-    description : str
-        What was checked (candidate, parameters, tolerances).
-    """
-
-    passed: bool
-    n_examples: int
-    max_error: dict = field(default_factory=dict)
-    failure: Mismatch | None = None
-    source: str = ""
-    description: str = ""
-
-    def __str__(self):
-        errs = ", ".join(f"{k} {v:.3e}" for k, v in sorted(self.max_error.items()))
-        head = f"{self.description}\n{'PASSED' if self.passed else 'FAILED'} after {self.n_examples} inputs"
-        head += f"; largest errors seen: {errs or 'none'}"
-        if self.failure is not None:
-            head += f"\nminimal failing example (from the {self.source}):\n{self.failure}"
-        return head
 
 
 class OracleMismatch(AssertionError):
@@ -196,41 +160,10 @@ class OracleMismatch(AssertionError):
         self.report = report
 
 
-class _Found(Exception):
-    """Internal: raised inside the hypothesis test to carry a Mismatch through shrinking."""
-
-    def __init__(self, mismatch):
-        super().__init__(str(mismatch))
-        self.mismatch = mismatch
-
-
 def _finish(report, raise_on_failure):
     if not report.passed and raise_on_failure:
         raise OracleMismatch(report)
     return report
-
-
-def _run_search(strategy, test, *, max_examples, seed, shrink=True):
-    """Run ``test`` over ``strategy`` (shrinking the first failure); return the Mismatch or None."""
-    max_examples = check_int(max_examples, "max_examples", caller="ntkref.testing", low=0)
-    if max_examples == 0:
-        return None
-    config = hypothesis.settings(
-        max_examples=max_examples,
-        deadline=None,
-        database=None,
-        derandomize=False,
-        report_multiple_bugs=False,
-        verbosity=Verbosity.quiet,
-        phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.target) + ((Phase.shrink,) if shrink else ()),
-        suppress_health_check=list(HealthCheck),
-    )
-    wrapped = hypothesis.seed(seed)(config(hypothesis.given(strategy)(test)))
-    try:
-        wrapped()
-    except _Found as found:
-        return found.mismatch
-    return None
 
 
 # =============================================================================================
@@ -627,112 +560,24 @@ def hard_inputs(d=4, *, seed=0, dtype="float64"):
     return [(name, x1.astype(dtype), None if x2 is None else x2.astype(dtype)) for name, x1, x2 in cases]
 
 
+
+
 # =============================================================================================
 # kernel checker
 # =============================================================================================
-def _namespace_named(backend):
-    if backend is None:
-        return default_namespace()
-    import importlib
-
-    from ._backend import _MODULES, ENV_VAR
-
-    if backend not in _MODULES:
-        raise BackendError(f"backend={backend!r} is not a known backend; choose one of {', '.join(_MODULES)} "
-                           f"(or set {ENV_VAR}).")
-    try:
-        return importlib.import_module(_MODULES[backend])
-    except ImportError as exc:
-        raise BackendError(f"backend={backend!r} cannot be imported: {exc}") from exc
+def _convention_threshold(value, dtype, caller):
+    if value is None:
+        return 1e-4 if dtype == "float64" else 1e-2
+    return check_real(value, "convention_threshold", caller=caller, low=0.0, allow_inf=True)
 
 
-def _mover(backend):
-    """Host (NumPy) → the namespace of the reference computation, explicitly.
-
-    ``backend=None`` (or the one ``NTKREF_BACKEND`` names): the default namespace on the device ``NTKREF_DEVICE``
-    names (:func:`ntkref._backend.asarray`); another backend: that library's default device.  The oracle's inputs and
-    reports stay NumPy; only the reference computation runs there, and its results come back with ``to_numpy``.
-    """
-    xp = _namespace_named(backend)
-    if backend is None or backend == backend_name():
-        return lambda a: _backend.asarray(to_numpy(a))  # explicit host copy, then to the default device
-    return lambda a: xp.asarray(to_numpy(a))
-
-
-def _fc_reference(which, params, backend):
-    from .kernels import fc, fc_diagonal
-
-    def reference(x1, x2):
-        put = _mover(backend)
-        a1 = put(np.asarray(to_numpy(x1), dtype=np.float64))
-        a2 = None if x2 is None else put(np.asarray(to_numpy(x2), dtype=np.float64))
-        K = getattr(fc(a1, a2, get=which, **params), which)
-        d1 = getattr(fc_diagonal(a1, **params), which)
-        d2 = d1 if a2 is None else getattr(fc_diagonal(a2, **params), which)
-        return (np.asarray(to_numpy(K), dtype=np.float64), np.asarray(to_numpy(d1), dtype=np.float64),
-                np.asarray(to_numpy(d2), dtype=np.float64))
-
-    return reference
-
-
-def _custom_reference(fn):
-    def reference(x1, x2):
-        K = np.asarray(to_numpy(fn(x1, x2)), dtype=np.float64)
-        d1 = np.diagonal(np.asarray(to_numpy(fn(x1, None)), dtype=np.float64)).copy()
-        d2 = d1 if x2 is None else np.diagonal(np.asarray(to_numpy(fn(x2, None)), dtype=np.float64)).copy()
-        return K, d1, d2
-
-    return reference
-
-
-def _compare_kernel(candidate, x1, x2, reference, diag_tol, offdiag_tol, atol, seen, pass_none):
-    """Compare one input; return the Mismatch (worst violating entry) or None. ``seen`` collects max errors."""
-    K_ref, d1, d2 = reference(x1, x2)
-    inputs = {"x1": x1, "x2": x2}
-    try:
-        out = candidate(x1, x2 if (x2 is not None or pass_none) else x1)
-        K = np.asarray(to_numpy(out), dtype=np.float64)
-    except Exception as exc:  # the candidate's own failure is a disagreement too
-        return Mismatch(inputs, (), math.nan, math.nan, math.inf, 0.0, "call",
-                        f"candidate raised {type(exc).__name__}: {exc}")
-    if K.shape != K_ref.shape:
-        return Mismatch(inputs, (), math.nan, math.nan, math.inf, 0.0, "shape",
-                        f"candidate returned shape {K.shape}, expected {K_ref.shape}")
-    err, scale = kernel_error(K, K_ref, d1, d2)
-    diag_mask = np.zeros(K.shape, dtype=bool)
-    if x2 is None:
-        np.fill_diagonal(diag_mask, True)
-    tol = np.where(diag_mask, diag_tol, offdiag_tol)
-    with np.errstate(all="ignore"):
-        allowed = np.where(scale > 0, tol * scale, 0.0) + atol  # |K − R| ≤ tol·√(R(x,x)R(x',x')) + atol
-        bad = ~np.isfinite(K) | (np.abs(K - K_ref) > allowed)
-    for name, mask in (("diagonal", diag_mask), ("off-diagonal", ~diag_mask)):
-        if mask.any():
-            m = float(np.max(err[mask]))
-            seen[name] = max(seen.get(name, 0.0), m)
-    if not bad.any():
-        return None
-    ratio = np.where(bad, np.where(tol > 0, err / np.where(tol > 0, tol, 1.0), np.inf), -1.0)
-    i, j = np.unravel_index(int(np.argmax(ratio)), ratio.shape)
-    entry = "diagonal" if diag_mask[i, j] else "off-diagonal"
-    return Mismatch(inputs, (int(i), int(j)), float(K[i, j]), float(K_ref[i, j]), float(err[i, j]),
-                    float(tol[i, j]), entry, f"scale √(K(x,x)K(x',x')) = {scale[i, j]:.6e}")
-
-
-def _reduce_kernel_example(candidate, mismatch, reference, diag_tol, offdiag_tol, atol, pass_none):
-    """Try the sub-problem made of the rows involved only; keep it if it still fails."""
-    if not mismatch.location:
-        return mismatch
-    i, j = mismatch.location
-    x1, x2 = mismatch.inputs["x1"], mismatch.inputs["x2"]
-    if x2 is None:
-        sub = (x1[[i]], None) if i == j else (x1[[i, j]], None)
-    else:
-        sub = (x1[[i]], x2[[j]])
-    if sub[0].shape[0] == x1.shape[0] and (x2 is None or x2.shape[0] == 1):
-        return mismatch
-    smaller = _compare_kernel(candidate, sub[0], sub[1], reference, diag_tol, offdiag_tol, atol, {}, pass_none)
-    return smaller if smaller is not None and smaller.location else mismatch
+def _battery_flag(battery, inputs, caller):
+    if battery is None:
+        return inputs is None
+    if not isinstance(battery, bool):
+        raise InvalidParameterError(f"The 'battery' parameter of {caller} must be True, False or None. "
+                                    f"Got {battery!r} instead.")
+    return battery
 
 
 def check_kernel(
@@ -747,15 +592,19 @@ def check_kernel(
     offdiag_tol=1e-10,
     atol=0.0,
     max_examples=200,
-    battery=True,
+    battery=None,
     inputs=None,
     dtype="float64",
     reference=None,
+    reference_bound=0.0,
     backend=None,
     pass_none=True,
     seed=0,
     shrink=True,
     raise_on_failure=True,
+    mode="assert",
+    convention_threshold=None,
+    record_entries=None,
 ):
     r"""Search for inputs on which ``candidate(x1, x2)`` differs from ntkref's FC kernel.
 
@@ -766,16 +615,17 @@ def check_kernel(
 
     .. math::  e_{ij} = |K_{ij} - R_{ij}| / \sqrt{R(x_i,x_i)\,R(x'_j,x'_j)}
 
-    (module docstring), failing where e > ``diag_tol`` on the diagonal of a
-    symmetric call, e > ``offdiag_tol`` elsewhere (plus ``atol`` in absolute
-    terms), or the candidate's value is not finite, raises, or has the wrong shape.
+    (module docstring), failing where e > max(``diag_tol``, b) on the diagonal of a
+    symmetric call, e > max(``offdiag_tol``, b) elsewhere (plus ``atol`` in absolute
+    terms; b = ntkref's certified bound, 1e-13 for ReLU/erf), or the candidate's value is not finite,
+    raises, or has the wrong shape.
 
     The search runs hypothesis over ``inputs`` (default :func:`kernel_inputs`
     with every row kind: angles down to 1e-9, zero rows, norms 1e-150 … 1e150,
-    duplicates) and shrinks the first failure; if nothing is found and
-    ``battery`` is set, the fixed cases of :func:`hard_inputs` are tried.  A
-    failure is then reduced to the one or two rows involved when that still
-    fails.
+    duplicates), then the battery :func:`hard_inputs` (module docstring, 'Inputs').  In assert mode the
+    first failure is shrunk and the battery runs only if the search found nothing; in measure mode
+    everything runs and each failure kind gets its own shrunk example.  Reported examples are reduced to
+    the one or two rows involved when that still fails the same way.
 
     Parameters
     ----------
@@ -785,18 +635,22 @@ def check_kernel(
     depth, activation, W_std, b_std : as in :func:`ntkref.kernels.fc`
     which : {"ntk", "nngp"}
     diag_tol, offdiag_tol : float ≥ 0
-        Tolerances on e (defaults 1e-10; ntkref itself is good to 1e-13).
+        User tolerances on e (defaults 1e-10).
     atol : float ≥ 0
         Extra absolute slack (needed only where the reference scale is 0).
     max_examples : int
         Hypothesis examples (0: battery only).
-    battery : bool
+    battery : bool or None
+        ``None`` (default): the battery runs only when ``inputs`` is not given; ``True``: always (with
+        ``inputs``: both, the user's first); ``False``: never.
     inputs : hypothesis strategy of (x1, x2), optional
     dtype : {"float64", "float32"}
         Inputs are cast to this before the candidate and the reference see them.
     reference : callable (x1, x2) -> array, optional
-        Compare with this instead of ``fc`` (e.g. ``ntkref.kernels.arora_ntk``);
-        its diagonal (from ``reference(x, None)``) sets the scale.
+        Compare with this instead of ``fc`` (e.g. ``ntkref.kernels.arora_ntk``); its diagonal (from
+        ``reference(x, None)`` on the same inputs) sets the scale.  Called only on the inputs checked.
+    reference_bound : float ≥ 0
+        The scaled error ``reference`` is known to (its certified bound; default 0).
     backend : str, optional
         Namespace the reference is computed in (default ``NTKREF_BACKEND``).
     pass_none : bool
@@ -804,31 +658,54 @@ def check_kernel(
     seed : int
         Hypothesis seed (the search is reproducible).
     shrink : bool
-        Shrink the first failing input to a minimal one (default; each shrink step calls the
-        candidate again).
+        Shrink failing inputs to minimal ones (default; each shrink step calls the candidate again).
     raise_on_failure : bool
         Raise :class:`OracleMismatch` (default) or return the report.
+    mode : {"assert", "measure"}
+        Module docstring, 'Two modes'.
+    convention_threshold : float, optional
+        Failing finite errors above it are of kind ``"convention"``, below it ``"precision"`` (default 1e-4
+        in float64, 1e-2 in float32).
+    record_entries : bool, optional
+        Keep the per-entry table (``report.entries``, ``to_csv``); default: in measure mode only.
 
     Returns
     -------
     CheckReport
-        ``max_error`` holds the largest diagonal and off-diagonal errors seen.
 
     Raises
     ------
     OracleMismatch
-        On disagreement, with the minimal example in the message and ``.report``.
+        On disagreement (with ``raise_on_failure``), with the minimal example(s) in the message and ``.report``.
     """
     which = check_option(which, "which", ("ntk", "nngp"), caller="check_kernel")
     diag_tol = check_real(diag_tol, "diag_tol", caller="check_kernel", low=0.0, allow_inf=True)
     offdiag_tol = check_real(offdiag_tol, "offdiag_tol", caller="check_kernel", low=0.0, allow_inf=True)
     atol = check_real(atol, "atol", caller="check_kernel", low=0.0)
     dtype = check_option(str(np.dtype(dtype)), "dtype", ("float64", "float32"), caller="check_kernel")
+    mode = check_mode(mode, "check_kernel")
+    threshold = _convention_threshold(convention_threshold, dtype, "check_kernel")
+    use_battery = _battery_flag(battery, inputs, "check_kernel")
     if not callable(candidate):
         raise InvalidParameterError(f"The 'candidate' parameter of check_kernel must be callable. Got {candidate!r}.")
     params = dict(depth=depth, activation=activation, W_std=W_std, b_std=b_std)
-    ref = _custom_reference(reference) if reference is not None else _fc_reference(which, params, backend)
-    ref(np.ones((1, 2)), None)  # validate the parameters once, with ntkref's own error messages
+    alternatives = ()
+    if reference is not None:
+        if not callable(reference):
+            raise InvalidParameterError(f"The 'reference' parameter of check_kernel must be callable. "
+                                        f"Got {reference!r}.")
+        rb = check_real(reference_bound, "reference_bound", caller="check_kernel", low=0.0)
+        ref = custom_reference(reference, rb)
+        bound, bound_source = rb, "reference_bound (user-supplied reference)"
+    else:
+        from .kernels import fc
+
+        fc(_backend.asarray(np.ones((1, 2))), **params)  # ntkref's own parameter checks, with its messages
+        ref = fc_reference(which, params, backend)
+        other = "nngp" if which == "ntk" else "ntk"
+        alternatives = ((f"ntkref's {other.upper()} (asked for the {which.upper()})",
+                         fc_reference(other, params, backend)),)
+        bound, bound_source = fc_bound(activation, depth)
     if inputs is None:
         inputs = kernel_inputs(dtype=dtype)
     name = getattr(candidate, "__qualname__", repr(candidate))
@@ -836,384 +713,27 @@ def check_kernel(
             + (f"reference={getattr(reference, '__qualname__', reference)!r}" if reference is not None else
                f"depth={depth}, activation={activation!r}, W_std={W_std!r}, b_std={b_std!r}")
             + f", diag_tol={diag_tol:g}, offdiag_tol={offdiag_tol:g}, atol={atol:g}, dtype={dtype})")
-    seen = {}
-    count = [0]
+    comparison = KernelComparison(candidate, ref, diag_tol=diag_tol, offdiag_tol=offdiag_tol, atol=atol,
+                                  pass_none=pass_none, threshold=threshold)
 
     def cast(x):
         return None if x is None else np.asarray(x).astype(dtype)
 
-    def test(pair):
-        x1, x2 = cast(pair[0]), cast(pair[1])
-        count[0] += 1
-        mismatch = _compare_kernel(candidate, x1, x2, ref, diag_tol, offdiag_tol, atol, seen, pass_none)
-        if mismatch is not None:
-            hypothesis.target(min(mismatch.error, 1e300) if math.isfinite(mismatch.error) else 1e300)
-            raise _Found(mismatch)
+    def evaluate(pair, rec):
+        return comparison.evaluate(cast(pair[0]), cast(pair[1]), rec)
 
-    found = _run_search(inputs, test, max_examples=max_examples, seed=seed, shrink=shrink)
-    source = "hypothesis" if found is not None else ""
-    if found is None and battery:
-        d_battery = 4
-        for case_name, x1, x2 in hard_inputs(d_battery, seed=seed, dtype=dtype):
-            count[0] += 1
-            found = _compare_kernel(candidate, x1, x2, ref, diag_tol, offdiag_tol, atol, seen, pass_none)
-            if found is not None:
-                found.detail = (found.detail + f"; battery case {case_name!r}").lstrip("; ")
-                source = "battery"
-                break
-    if found is not None:
-        found = _reduce_kernel_example(candidate, found, ref, diag_tol, offdiag_tol, atol, pass_none)
-    report = CheckReport(found is None, count[0], seen, found, source, desc)
+    cases = [(n, (x1, x2)) for n, x1, x2 in hard_inputs(4, seed=seed, dtype=dtype)] if use_battery else []
+    report = drive(
+        "check_kernel", strategy=inputs, evaluate=evaluate, battery_cases=cases, order=("x1", "x2"), mode=mode,
+        max_examples=max_examples, seed=seed, shrink=shrink, description=desc,
+        tolerance={"user": {"diagonal": diag_tol, "off-diagonal": offdiag_tol, "atol": atol},
+                   "ntkref_bound": bound, "bound_source": bound_source},
+        reduce=comparison.reduce, hint=lambda m: comparison.hint(m, alternatives),
+        record_entries=(mode == "measure") if record_entries is None else bool(record_entries),
+    )
     return _finish(report, raise_on_failure)
 
 
-# =============================================================================================
-# kernel machines, dynamics, certificates (need ntkref.machines / dynamics / certify)
-# =============================================================================================
-def _import(module):
-    import importlib
-
-    try:
-        return importlib.import_module(f"ntkref.{module}")
-    except ImportError as exc:  # pragma: no cover - only while the module does not exist
-        raise ImportError(f"this checker needs ntkref.{module}, which could not be imported: {exc}") from exc
-
-
-def _scaled_gap(a, b, floor=1.0):
-    a = np.asarray(a, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
-    scale = max(floor, float(np.max(np.abs(b))) if b.size else 0.0)
-    with np.errstate(all="ignore"):
-        err = np.abs(a - b) / scale
-    return np.where(np.isfinite(err), err, np.inf)
-
-
-def check_fit(
-    candidate,
-    *,
-    loss="hinge",
-    lam=0.1,
-    reduction="sum",
-    loss_options=None,
-    objective_tol=1e-8,
-    max_examples=50,
-    problems=None,
-    backend=None,
-    seed=0,
-    shrink=True,
-    raise_on_failure=True,
-):
-    r"""Check a kernel-machine solver ``candidate(K, y, lam) -> alpha`` against ``ntkref.machines.fit``.
-
-    The minimiser of seed 000 eq. (7), P(α) = (λ/2)αᵀKα + Σ l((Kα)ᵢ, yᵢ) (``"mean"``:
-    the loss sum / n), is unique in β (λ-strong convexity) but α need not be
-    (singular K), so the candidate is judged by its objective:
-
-    .. math::  e = \frac{P(\alpha_{\rm cand}) - P(\alpha_{\rm ref})}{\max(1, |P(\alpha_{\rm ref})|)} \le \text{objective\_tol},
-
-    which bounds the function error: ‖β_cand − β*‖² ≤ 2(P(α_cand) − P*)/λ
-    (strong convexity), so |g_cand(x) − g*(x)| ≤ √K(x,x)·√(2 e max(1,|P*|)/λ).
-    ``max_error`` also records max |Kα_cand − Kα_ref| / max(1, max|Kα_ref|).
-
-    Parameters
-    ----------
-    candidate : callable (K, y, lam) -> alpha (shape (n,))
-    loss, lam, reduction, loss_options : as in ``ntkref.machines.fit`` / ``ntkref.losses.get``
-    objective_tol : float
-    problems : hypothesis strategy of (K, y), optional
-        Default :func:`machine_problems` (regression labels for the regression losses).
-    backend : str, optional
-        Namespace of the reference computation.
-    max_examples, seed, shrink, raise_on_failure : as in :func:`check_kernel`.
-    """
-    machines = _import("machines")
-    losses = _import("losses")
-    loss_obj = losses.get(loss, **(loss_options or {}))
-    objective_tol = check_real(objective_tol, "objective_tol", caller="check_fit", low=0.0)
-    if problems is None:
-        problems = machine_problems(kind="binary" if loss_obj.classification else "regression")
-    seen = {}
-    count = [0]
-
-    def test(problem):
-        K, y = (np.asarray(a, dtype=np.float64) for a in problem)
-        count[0] += 1
-        put = _mover(backend)
-        Kx, yx = put(K), put(y)
-        alpha_ref = machines.fit(Kx, yx, loss_obj, lam, reduction=reduction)
-        p_ref = float(machines.objective(alpha_ref, Kx, yx, loss_obj, lam, reduction=reduction))
-        inputs = {"K": K, "y": y, "lam": lam}
-        try:
-            alpha = np.asarray(to_numpy(candidate(K, y, lam)), dtype=np.float64)
-        except Exception as exc:
-            raise _Found(Mismatch(inputs, (), math.nan, p_ref, math.inf, objective_tol, "call",
-                                  f"candidate raised {type(exc).__name__}: {exc}")) from None
-        if alpha.shape != (K.shape[0],) or not np.all(np.isfinite(alpha)):
-            raise _Found(Mismatch(inputs, (), math.nan, p_ref, math.inf, objective_tol, "shape",
-                                  f"candidate returned shape {alpha.shape} or non-finite values: {alpha!r}"))
-        p_c = float(machines.objective(put(alpha), Kx, yx, loss_obj, lam, reduction=reduction))
-        err = (p_c - p_ref) / max(1.0, abs(p_ref))
-        g_err = _scaled_gap(K @ alpha, K @ np.asarray(to_numpy(alpha_ref)))
-        seen["objective"] = max(seen.get("objective", 0.0), err)
-        seen["outputs"] = max(seen.get("outputs", 0.0), float(np.max(g_err)) if g_err.size else 0.0)
-        if not err <= objective_tol:
-            i = int(np.argmax(g_err))
-            raise _Found(Mismatch(
-                inputs | {"alpha_candidate": alpha, "alpha_reference": np.asarray(to_numpy(alpha_ref))},
-                ("objective",), p_c, p_ref, err, objective_tol, "objective",
-                f"largest output gap at training point {i}: g_cand = {float((K @ alpha)[i])!r}, "
-                f"g_ref = {float((K @ np.asarray(to_numpy(alpha_ref)))[i])!r}"))
-
-    found = _run_search(problems, test, max_examples=max_examples, seed=seed, shrink=shrink)
-    desc = (f"check_fit({getattr(candidate, '__qualname__', candidate)}, loss={loss_obj.name!r}, lam={lam!r}, "
-            f"reduction={reduction!r}, objective_tol={objective_tol:g})")
-    return _finish(CheckReport(found is None, count[0], seen, found, "hypothesis" if found else "", desc),
-                   raise_on_failure)
-
-
-def check_dynamics(
-    candidate,
-    *,
-    loss="squared",
-    lam=0.1,
-    kind="flow",
-    times=(0.0, 0.5, 1.0, 2.0),
-    lr=0.05,
-    steps=20,
-    reduction="sum",
-    tol=1e-6,
-    max_examples=30,
-    problems=None,
-    backend=None,
-    seed=0,
-    shrink=True,
-    raise_on_failure=True,
-):
-    r"""Check training-dynamics code against ``ntkref.dynamics``.
-
-    ``kind="flow"``: ``candidate(K, y, lam, times) -> g`` of shape (T, n), the
-    outputs g_t(xᵢ) of the gradient flow dα/dt = −λα − c·l′(Kα) from α = 0
-    (seed 000 eqs. (3), (8); c = 1 for ``"sum"``, 1/n for ``"mean"``), compared
-    with ``ntkref.dynamics.gradient_flow(K, y, loss, lam, times).g_train``
-    (exact for squared, hinge and ε-insensitive losses).
-
-    ``kind="descent"``: ``candidate(K, y, lam, lr, steps) -> g`` of shape
-    (steps + 1, n), the full-batch (sub)gradient descent
-    α_{k+1} = (1 − ηλ)α_k − η c l′(Kα_k) (eq. (5)), compared with
-    ``ntkref.dynamics.subgradient_descent(...).g_train``.  (With the hinge loss
-    the discrete trajectory is discontinuous in the data at yᵢgᵢ = 1; such ties
-    are measure-zero in the default strategy.)
-
-    Error: max over (t, i) of |g_cand − g_ref| / max(1, max|g_ref|) ≤ ``tol``.
-
-    Parameters
-    ----------
-    candidate : callable
-        ``(K, y, lam, times) -> (T, n)`` for ``"flow"``, ``(K, y, lam, lr, steps) -> (steps + 1, n)``
-        for ``"descent"`` (NumPy float64 inputs).
-    loss, lam, reduction : as in ``ntkref.dynamics.gradient_flow``
-    kind : {"flow", "descent"}
-    times : sequence of float
-        Flow output times (nondecreasing, ≥ 0).
-    lr, steps : float, int
-        Descent step size η (< 1/λ) and number of steps.
-    tol : float
-        Tolerance on the scaled error (the reference is exact to ~1e-13 for squared/hinge/ε-insensitive,
-        ~10·rtol = 1e-8 for the adaptive integrator used with logistic/squared hinge).
-    problems : hypothesis strategy of (K, y), optional
-        Default :func:`machine_problems` with n ≤ 6.
-    max_examples, backend, seed, shrink, raise_on_failure : as in :func:`check_kernel` / :func:`check_fit`.
-    """
-    dynamics = _import("dynamics")
-    losses = _import("losses")
-    kind = check_option(kind, "kind", ("flow", "descent"), caller="check_dynamics")
-    loss_obj = losses.get(loss)
-    tol = check_real(tol, "tol", caller="check_dynamics", low=0.0)
-    times_np = np.asarray(times, dtype=np.float64)
-    if problems is None:
-        problems = machine_problems(n=(2, 6), kind="binary" if loss_obj.classification else "regression")
-    seen = {}
-    count = [0]
-
-    def test(problem):
-        K, y = (np.asarray(a, dtype=np.float64) for a in problem)
-        count[0] += 1
-        put = _mover(backend)
-        Kx, yx = put(K), put(y)
-        if kind == "flow":
-            traj = dynamics.gradient_flow(Kx, yx, loss_obj, lam, put(times_np), reduction=reduction)
-            call = lambda: candidate(K, y, lam, times_np.copy())  # noqa: E731
-        else:
-            traj = dynamics.subgradient_descent(Kx, yx, loss_obj, lam, lr, steps, reduction=reduction)
-            call = lambda: candidate(K, y, lam, lr, steps)  # noqa: E731
-        g_ref = np.asarray(to_numpy(traj.g_train), dtype=np.float64)
-        inputs = {"K": K, "y": y, "lam": lam}
-        try:
-            g = np.asarray(to_numpy(call()), dtype=np.float64)
-        except Exception as exc:
-            raise _Found(Mismatch(inputs, (), math.nan, math.nan, math.inf, tol, "call",
-                                  f"candidate raised {type(exc).__name__}: {exc}")) from None
-        if g.shape != g_ref.shape:
-            raise _Found(Mismatch(inputs, (), math.nan, math.nan, math.inf, tol, "shape",
-                                  f"candidate returned shape {g.shape}, expected {g_ref.shape}"))
-        err = _scaled_gap(g, g_ref)
-        worst = float(np.max(err))
-        seen["outputs"] = max(seen.get("outputs", 0.0), worst)
-        if not worst <= tol:
-            t, i = np.unravel_index(int(np.argmax(err)), err.shape)
-            where = f"t = {times_np[t]!r}" if kind == "flow" else f"step {t}"
-            raise _Found(Mismatch(inputs, (int(t), int(i)), float(g[t, i]), float(g_ref[t, i]), worst, tol,
-                                  "trajectory", f"{where}, training point {i}"))
-
-    found = _run_search(problems, test, max_examples=max_examples, seed=seed, shrink=shrink)
-    desc = (f"check_dynamics({getattr(candidate, '__qualname__', candidate)}, kind={kind!r}, "
-            f"loss={loss_obj.name!r}, lam={lam!r}, reduction={reduction!r}, tol={tol:g})")
-    return _finish(CheckReport(found is None, count[0], seen, found, "hypothesis" if found else "", desc),
-                   raise_on_failure)
-
-
-def _ntk_outputs(alpha, x_train, points):
-    """g(points) = Θ(points, x_train) α of the two-layer NTK machine, computed on the default namespace and device
-    (NTKREF_BACKEND/NTKREF_DEVICE) from host inputs; returned on the host."""
-    from .kernels import two_layer_relu_ntk
-
-    put = _mover(None)
-    g = two_layer_relu_ntk(put(np.asarray(to_numpy(points), dtype=np.float64)),
-                           put(np.asarray(to_numpy(x_train), dtype=np.float64))) @ put(
-        np.asarray(to_numpy(alpha), dtype=np.float64))
-    return np.asarray(to_numpy(g), dtype=np.float64)
-
-
-def _attack_points(x0, radius, x_train, alpha, rng, n_random):
-    """Candidate adversarial points in the ℓ∞ ball: corners, projected training points, sign-gradient steps."""
-    d = x0.shape[0]
-    pts = [x0 + radius * rng.choice((-1.0, 1.0), size=(n_random, d)),
-           x0 + radius * rng.uniform(-1.0, 1.0, size=(n_random, d)),
-           np.clip(x_train, x0 - radius, x0 + radius)]
-    # FGSM/PGD-like: signs of a central-difference gradient of g at x0 and at a few corners
-    h = 1e-6 * max(1.0, float(np.max(np.abs(x0))))
-    for start in [x0] + list(pts[0][: min(4, n_random)]):
-        e = np.eye(d) * h
-        grad = (_ntk_outputs(alpha, x_train, start + e) - _ntk_outputs(alpha, x_train, start - e)) / (2 * h)
-        for s in (1.0, -1.0):
-            pts.append((x0 + s * radius * np.sign(grad))[None, :])
-    return np.concatenate(pts, axis=0)
-
-
-def check_certificate(
-    candidate,
-    *,
-    norm="linf",
-    n_attack=64,
-    compare_reference=True,
-    max_examples=20,
-    problems=None,
-    seed=0,
-    shrink=True,
-    raise_on_failure=True,
-):
-    r"""Check certified radii ``candidate(alpha, x_train, x_test) -> radii`` for soundness.
-
-    The machine is g(x) = Σᵢ αᵢ Θ(x, xᵢ) with Θ the two-layer ReLU NTK of seed
-    000 eq. (63).  A radius rₖ claims sign g(x) = sign g(x₀ₖ) on the whole
-    ℓ∞ ball ‖x − x₀ₖ‖∞ ≤ rₖ (Thm 4.2).  The checker attacks each claim with
-    corners of the ball, training points projected onto it and sign-gradient
-    points (``n_attack`` random ones per test point); any point whose g has the
-    other sign (or is 0) is a counterexample: a *soundness* failure, reported
-    with the point, g(x₀) and g(x).  Radii must be ≥ 0 and 0 where g(x₀) = 0.
-
-    With ``compare_reference``, ``max_error["ratio_to_ntkref"]`` records the
-    largest r_cand / r_ntkref (``ntkref.certify.certified_radius``, method
-    ``"tight"``): > 1 is not an error (ntkref's bound is not the exact radius) but
-    tells you your certificate claims more than ntkref can prove.
-
-    Only ``norm="linf"`` attacks are implemented.
-
-    Parameters
-    ----------
-    candidate : callable (alpha, x_train, x_test) -> radii, shape (n_test,)
-    norm : {"linf"}
-    n_attack : int
-        Random corners and random interior points tried per test point (plus the projected
-        training points and 10 sign-gradient points).
-    compare_reference : bool
-        Also run ``ntkref.certify.certified_radius`` and record the ratio.
-    problems : hypothesis strategy of (alpha, x_train, x_test), optional
-        Default: two Gaussian clusters in d ≤ 4, n_train ≤ 6, n_test ≤ 3.
-    max_examples, seed, shrink, raise_on_failure : as in :func:`check_kernel`.
-
-    Notes
-    -----
-    An attack can only refute a certificate, never prove it: passing means no counterexample
-    was found, not that the radii are sound.
-    """
-    check_option(norm, "norm", ("linf",), caller="check_certificate")
-    certify = _import("certify") if compare_reference else None
-    rng_seed = seed
-    seen = {}
-    count = [0]
-    if problems is None:
-        problems = _certificate_problems()
-
-    def test(problem):
-        alpha, x_train, x_test = (np.asarray(a, dtype=np.float64) for a in problem)
-        count[0] += 1
-        inputs = {"alpha": alpha, "x_train": x_train, "x_test": x_test}
-        try:
-            radii = np.asarray(to_numpy(candidate(alpha, x_train, x_test)), dtype=np.float64)
-        except Exception as exc:
-            raise _Found(Mismatch(inputs, (), math.nan, math.nan, math.inf, 0.0, "call",
-                                  f"candidate raised {type(exc).__name__}: {exc}")) from None
-        if radii.shape != (x_test.shape[0],) or not np.all(np.isfinite(radii)) or np.any(radii < 0):
-            raise _Found(Mismatch(inputs, (), math.nan, math.nan, math.inf, 0.0, "shape",
-                                  f"radii must be finite, ≥ 0, of shape {(x_test.shape[0],)}; got {radii!r}"))
-        g0 = _ntk_outputs(alpha, x_train, x_test)
-        if compare_reference:
-            put = _mover(None)
-            r_ref = np.asarray(to_numpy(certify.certified_radius(put(alpha), put(x_train), put(x_test))),
-                               dtype=np.float64)
-            with np.errstate(all="ignore"):
-                ratio = np.where(r_ref > 0, radii / np.where(r_ref > 0, r_ref, 1.0), np.where(radii > 0, np.inf, 1.0))
-            seen["ratio_to_ntkref"] = max(seen.get("ratio_to_ntkref", 0.0), float(np.max(ratio)))
-        rng = np.random.default_rng(rng_seed)
-        for k in range(x_test.shape[0]):
-            if radii[k] == 0:
-                continue
-            if g0[k] == 0:
-                raise _Found(Mismatch(inputs, (k,), float(radii[k]), 0.0, math.inf, 0.0, "radius",
-                                      f"test point {k} has g(x0) = 0 but a positive radius"))
-            pts = _attack_points(x_test[k], radii[k], x_train, alpha, rng, n_attack)
-            g = _ntk_outputs(alpha, x_train, pts)
-            flipped = np.sign(g) != np.sign(g0[k])
-            if flipped.any():
-                m = int(np.argmax(flipped))
-                raise _Found(Mismatch(inputs | {"counterexample": pts[m]}, (k,), float(radii[k]),
-                                      float(np.max(np.abs(pts[m] - x_test[k]))), math.inf, 0.0, "soundness",
-                                      f"g(x0) = {g0[k]!r} but g(counterexample) = {g[m]!r} at ℓ∞ distance "
-                                      f"{np.max(np.abs(pts[m] - x_test[k]))!r} ≤ claimed radius {radii[k]!r} "
-                                      "(candidate_value = claimed radius, reference_value = distance)"))
-
-    found = _run_search(problems, test, max_examples=max_examples, seed=seed, shrink=shrink)
-    desc = f"check_certificate({getattr(candidate, '__qualname__', candidate)}, norm={norm!r})"
-    return _finish(CheckReport(found is None, count[0], seen, found, "hypothesis" if found else "", desc),
-                   raise_on_failure)
-
-
-def _certificate_problems():
-    """(alpha, x_train, x_test): two Gaussian clusters in d ≤ 4, α from a hinge SVM-like rule."""
-
-    @st.composite
-    def strategy(draw):
-        seed = draw(st.integers(0, 2**32 - 1))
-        n = draw(st.integers(2, 6))
-        d = draw(st.integers(1, 4))
-        m = draw(st.integers(1, 3))
-        rng = np.random.default_rng(seed)
-        centre = rng.standard_normal(d)
-        y = np.where(np.arange(n) % 2 == 0, 1.0, -1.0)
-        x_train = y[:, None] * centre + 0.5 * rng.standard_normal((n, d))
-        x_test = x_train[rng.integers(0, n, size=m)] + 0.1 * rng.standard_normal((m, d))
-        alpha = y * rng.uniform(0.1, 1.0, size=n)
-        return alpha, x_train, x_test
-
-    return strategy()
+# the image strategies and check_cntk; kernel machines, dynamics and certificates
+from ._testing_images import IMAGE_KINDS, check_cntk, hard_images, image_inputs, images  # noqa: E402
+from ._testing_machines import check_certificate, check_dynamics, check_fit, fit_convention_hint  # noqa: E402

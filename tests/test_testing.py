@@ -178,8 +178,13 @@ def test_battery_catches_what_a_narrow_search_misses():
     rng = np.random.default_rng(1)
     generic_pair = st.just((rng.normal(size=(3, 4)), rng.normal(size=(2, 4))))
     report = T.check_kernel(cand, depth=2, inputs=generic_pair, diag_tol=math.inf, offdiag_tol=1e-11,
-                            max_examples=5, raise_on_failure=False)
+                            max_examples=5, battery=True, raise_on_failure=False)
     assert not report.passed and report.source == "battery"
+    assert report.n_examples_by_source["hypothesis"] >= 1 and report.n_examples_by_source["battery"] >= 1
+    # inputs= alone (battery=None, the default) searches the user's strategy only: the generic pair passes
+    alone = T.check_kernel(cand, depth=2, inputs=generic_pair, diag_tol=math.inf, offdiag_tol=1e-11,
+                           max_examples=5, raise_on_failure=False)
+    assert alone.passed and "battery" not in alone.n_examples_by_source
 
 
 def test_candidate_exceptions_and_shapes_are_reported():

@@ -1,0 +1,229 @@
+"""The search engine behind the ``ntkref.testing`` checkers: assert mode and measure mode.
+
+A checker supplies a hypothesis strategy, fixed battery cases and ``evaluate(example, recorder) -> (failures,
+score)``: ``failures`` is a list of :class:`Mismatch` (at most one per failure kind: the worst value of that kind in
+the example), ``score`` the example's worst error/tolerance ratio (hypothesis' ``target``).  :func:`drive` then
+
+- ``mode="assert"``: stops at the first failing example, shrinks it (hypothesis), tries the battery only if the
+  search found nothing, and reports that one failure;
+- ``mode="measure"``: runs the whole budget (every hypothesis example, then every battery case), records every
+  value (largest finite errors, non-finite values, per-kind counts and worst examples), then, per failure kind first
+  seen in the hypothesis search, reruns the search with the same seed stopping at that kind only and lets
+  hypothesis shrink it (the generation before the first failure is identical, so the rerun reaches it).
+
+Both modes reduce the reported examples with the checker's ``reduce`` (kernels: the one or two rows involved) and
+attach an ``@example(...)`` replay line and the checker's hint.
+"""
+from __future__ import annotations
+
+import math
+
+import hypothesis
+from hypothesis import HealthCheck, Phase, Verbosity
+
+from ._testing_report import FAILURE_KINDS, CheckReport, KindSummary, replay_line
+from ._validation import InvalidParameterError, check_int
+
+MODES = ("assert", "measure")
+
+
+class Found(Exception):
+    """Raised inside the hypothesis test to carry a Mismatch through shrinking."""
+
+    def __init__(self, mismatch):
+        super().__init__(str(mismatch))
+        self.mismatch = mismatch
+
+
+def ratio(m):
+    """Error / tolerance of a mismatch (inf for non-finite values, exceptions, shapes)."""
+    if m.kind in ("exception", "shape", "non_finite") or not math.isfinite(m.error):
+        return math.inf
+    return m.error / m.tolerance if m.tolerance > 0 else math.inf
+
+
+def _target(score):
+    hypothesis.target(min(score, 1e300) if math.isfinite(score) else 1e300)
+
+
+class Recorder:
+    """Accumulates what a run saw (see :class:`ntkref.testing.CheckReport`)."""
+
+    def __init__(self, record_entries=False, max_table_rows=100_000):
+        self.max_error = {}
+        self.failures = {}
+        self.first = {}  # kind -> (source, first Mismatch of that kind)
+        self.n_examples = 0
+        self.by_source = {}
+        self.n_entries = 0
+        self.n_non_finite = 0
+        self.non_finite = []
+        self.tol_counts = {"user": 0, "ntkref": 0}
+        self.entries = []
+        self.record_entries = record_entries
+        self.max_table_rows = max_table_rows
+        self.example = -1
+        self.source = ""
+
+    def start(self, source):
+        self.example = self.n_examples
+        self.n_examples += 1
+        self.by_source[source] = self.by_source.get(source, 0) + 1
+        self.source = source
+
+    def error(self, entry, value):
+        if math.isfinite(value):
+            self.max_error[entry] = max(self.max_error.get(entry, 0.0), float(value))
+
+    def values(self, n, n_ntkref=0):
+        self.n_entries += int(n)
+        self.tol_counts["ntkref"] += int(n_ntkref)
+        self.tol_counts["user"] += int(n) - int(n_ntkref)
+
+    def bad_value(self, location, value):
+        self.n_non_finite += 1
+        if len(self.non_finite) < 100:
+            text = "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+            self.non_finite.append((self.example, self.source, tuple(int(v) for v in location), text))
+
+    def row(self, values):
+        if self.record_entries and len(self.entries) < self.max_table_rows:
+            self.entries.append((self.example, self.source) + tuple(values))
+
+    def failure(self, m, n_entries=1):
+        s = self.failures.setdefault(m.kind, KindSummary(m.kind))
+        s.count += 1
+        s.n_entries += int(n_entries)
+        m.source = self.source
+        if s.worst is None or ratio(m) > ratio(s.worst):
+            s.worst = m
+        self.first.setdefault(m.kind, (self.source, m))
+
+
+def run_search(strategy, test, *, max_examples, seed, shrink=True):
+    """Run ``test`` over ``strategy`` (shrinking the first failure); return the Mismatch or None."""
+    max_examples = check_int(max_examples, "max_examples", caller="ntkref.testing", low=0)
+    if max_examples == 0:
+        return None
+    config = hypothesis.settings(
+        max_examples=max_examples,
+        deadline=None,
+        database=None,
+        derandomize=False,
+        report_multiple_bugs=False,
+        verbosity=Verbosity.quiet,
+        phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.target) + ((Phase.shrink,) if shrink else ()),
+        suppress_health_check=list(HealthCheck),
+    )
+    wrapped = hypothesis.seed(seed)(config(hypothesis.given(strategy)(test)))
+    try:
+        wrapped()
+    except Found as found:
+        return found.mismatch
+    return None
+
+
+def check_mode(mode, caller):
+    if mode not in MODES:
+        raise InvalidParameterError(f"The 'mode' parameter of {caller} must be one of {MODES}. Got {mode!r} instead.")
+    return mode
+
+
+def drive(check, *, strategy, evaluate, battery_cases, order, mode, max_examples, seed, shrink, description,
+          tolerance, reduce=None, hint=None, record_entries=False):
+    """Run a checker (module docstring); return its :class:`CheckReport` (the caller raises if asked)."""
+    rec = Recorder(record_entries)
+    state = {"found": False}
+
+    def finish_example(m, source):
+        m.source = source
+        if reduce is not None:
+            m = reduce(m)
+            m.source = source
+        m.replay = replay_line(m.inputs, order)
+        if hint is not None and m.kind in ("convention", "precision"):
+            try:
+                m.hint = hint(m) or ""
+            except Exception as exc:  # a hint is a courtesy: never let it hide the report
+                m.hint = f"(no hint: {type(exc).__name__}: {exc})"
+        return m
+
+    if mode == "assert":
+        def test(example):
+            r = Recorder() if state["found"] else rec  # shrink steps are not part of the budget's statistics
+            if r is rec:
+                r.start("hypothesis")
+            else:
+                r.start("shrink")
+            fails, score = evaluate(example, r)
+            if fails:
+                state["found"] = True
+                worst = max(fails, key=ratio)
+                _target(score)
+                raise Found(worst)
+
+        found = run_search(strategy, test, max_examples=max_examples, seed=seed, shrink=shrink)
+        source = "hypothesis" if found is not None else ""
+        if found is None:
+            for name, example in battery_cases:
+                rec.start("battery")
+                fails, _ = evaluate(example, rec)
+                if fails:
+                    found = max(fails, key=ratio)
+                    found.detail = (found.detail + f"; battery case {name!r}").lstrip("; ")
+                    source = "battery"
+                    break
+        failures = {}
+        if found is not None:
+            found = finish_example(found, source)
+            summary = rec.failures.get(found.kind, KindSummary(found.kind, 1, 1, found))
+            summary.minimal = found
+            failures = {found.kind: summary}
+            # other kinds seen in the same example are reported with their counts (no minimal example)
+            for kind, s in rec.failures.items():
+                failures.setdefault(kind, s)
+        return CheckReport(found is None, rec.n_examples, rec.max_error, found, source, description, check=check,
+                           mode=mode, seed=seed, failures=failures, n_entries=rec.n_entries,
+                           n_non_finite=rec.n_non_finite, non_finite=rec.non_finite,
+                           n_examples_by_source=rec.by_source, tolerance=tolerance,
+                           tolerance_counts=rec.tol_counts, entries=rec.entries)
+
+    # ---- measure mode: the whole budget ----
+    def test(example):
+        rec.start("hypothesis")
+        _, score = evaluate(example, rec)
+        _target(score)
+
+    run_search(strategy, test, max_examples=max_examples, seed=seed, shrink=False)
+    for name, example in battery_cases:
+        rec.start("battery")
+        fails, _ = evaluate(example, rec)
+        for m in fails:
+            m.detail = (m.detail + f"; battery case {name!r}").lstrip("; ")
+    for kind, summary in rec.failures.items():
+        source, first = rec.first[kind]
+        minimal = None
+        if source == "hypothesis" and shrink:
+            def test_kind(example, _kind=kind):
+                scratch = Recorder()
+                scratch.start("hypothesis")
+                fails, score = evaluate(example, scratch)
+                _target(score)
+                for m in fails:
+                    if m.kind == _kind:
+                        raise Found(m)
+
+            minimal = run_search(strategy, test_kind, max_examples=max_examples, seed=seed, shrink=True)
+        summary.minimal = finish_example(minimal if minimal is not None else first, source)
+        summary.worst.replay = replay_line(summary.worst.inputs, order)
+    failure = None
+    source = ""
+    for kind in FAILURE_KINDS:
+        if kind in rec.failures:
+            failure = rec.failures[kind].minimal
+            source = failure.source
+            break
+    return CheckReport(failure is None, rec.n_examples, rec.max_error, failure, source, description, check=check,
+                       mode=mode, seed=seed, failures=rec.failures, n_entries=rec.n_entries,
+                       n_non_finite=rec.n_non_finite, non_finite=rec.non_finite, n_examples_by_source=rec.by_source,
+                       tolerance=tolerance, tolerance_counts=rec.tol_counts, entries=rec.entries)

@@ -1,0 +1,371 @@
+r"""Image strategies and :func:`check_cntk` (re-exported by :mod:`ntkref.testing`).
+
+Images are NCHW (``(n, channels, height, width)``, what ``ntkref.kernels.cntk`` takes) or NHWC
+(neural-tangents' default) as the ``layout`` argument says.  The adversarial kinds (:data:`IMAGE_KINDS`) are the
+inputs on which CNTK implementations lose digits or break: x and −x (antiparallel pixel pairs everywhere),
+constant images, zero patches (pixels whose pre-activation is identically 0), images whose pixels are all parallel
+across channels but of unequal norms (the near-parallel-unequal-norm cancellation), exact duplicates, zero
+images, and per-image scales 10^k over ``scale_range``.
+
+CNTK bound used in the verdict
+------------------------------
+If ``ntkref.kernels`` exposes a per-entry error bound for the CNTK (``cntk(..., return_error_bound=True)`` or a
+``cntk_error_bound`` function), the verdict uses it.  Otherwise the documented constant
+:data:`CNTK_DEFAULT_BOUND` · depth: ``kernels.cntk``'s docstring states ≈1e-13 relative in general but κ̇ off by
+≲ √(60ε)/(2π) ≈ 2e-8 per layer where pixel pairs are parallel with unequal norms, and an independent 60-digit
+mpmath audit measured 1.9e-10 … 3.9e-10 (GAP) and 3.3e-9 (flatten) on images with x and −x.  tests/test_testing.py
+checks the constant against mpmath on adversarial images with ``filter_size=1`` (where the CNTK is the mean of FC
+kernels over pixel pairs, an independent route).
+"""
+from __future__ import annotations
+
+import inspect
+import math
+
+import numpy as np  # host-side test tooling: inputs and reports are NumPy arrays by design
+from hypothesis import strategies as st
+
+from ._backend import to_numpy
+from ._testing_engine import check_mode, drive
+from ._testing_kernel import KernelComparison, host, mover
+from ._validation import InvalidParameterError, check_int, check_option, check_real
+from .testing import _battery_flag, _convention_threshold, _finish, _int_range
+
+__all__ = ["IMAGE_KINDS", "CNTK_DEFAULT_BOUND", "images", "image_inputs", "hard_images", "check_cntk"]
+
+IMAGE_KINDS = ("gaussian", "negated", "constant", "zero_patch", "parallel_pixels", "scaled", "duplicate", "zero")
+"""Kinds of images :func:`images` mixes (``gaussian`` first: hypothesis shrinks towards it)."""
+
+CNTK_DEFAULT_BOUND = 2e-8
+"""Scaled error bound per conv layer used for ``kernels.cntk`` when it exposes none (module docstring)."""
+
+
+def _to_layout(x, layout):
+    return x if layout == "NCHW" else np.ascontiguousarray(np.transpose(x, (0, 2, 3, 1)))
+
+
+def _to_nchw(x, layout):
+    return x if layout == "NCHW" or x is None else np.ascontiguousarray(np.transpose(x, (0, 3, 1, 2)))
+
+
+def _draw_images(draw, n, c, h, w, kinds, scale_range):
+    magnitude = st.floats(1e-3, 4.0, allow_nan=False, allow_infinity=False)
+    entries = st.one_of(st.just(0.0), magnitude, magnitude.map(lambda v: -v))
+    lo, hi = math.log10(scale_range[0]), math.log10(scale_range[1])
+    out = []
+    for _ in range(n):
+        kind = draw(st.sampled_from(kinds))
+        if kind in ("negated", "zero_patch", "scaled", "duplicate") and not out:
+            kind = "gaussian"
+        if kind == "zero":
+            out.append(np.zeros((c, h, w)))
+            continue
+        if kind in ("negated", "duplicate", "scaled", "zero_patch"):
+            base = out[draw(st.integers(0, len(out) - 1))]
+            if kind == "negated":
+                out.append(-base)
+            elif kind == "duplicate":
+                out.append(base.copy())
+            elif kind == "zero_patch":
+                img = base.copy()
+                i0, j0 = draw(st.integers(0, h - 1)), draw(st.integers(0, w - 1))
+                i1, j1 = draw(st.integers(i0 + 1, h)), draw(st.integers(j0 + 1, w))
+                img[:, i0:i1, j0:j1] = 0.0
+                out.append(img)
+            else:
+                m = float(np.max(np.abs(base)))
+                if m == 0:
+                    out.append(base.copy())
+                    continue
+                e_lo = math.ceil(lo - math.log10(m))
+                e_hi = math.floor(hi - math.log10(m))
+                k = draw(st.integers(e_lo, e_hi)) if e_lo <= e_hi else 0
+                out.append(base * 10.0**k)
+            continue
+        if kind == "gaussian":
+            img = np.array([draw(entries) for _ in range(c * h * w)], dtype=np.float64).reshape(c, h, w)
+        elif kind == "constant":
+            img = np.full((c, h, w), draw(magnitude) * draw(st.sampled_from((1.0, -1.0))))
+        else:  # parallel_pixels: every pixel a multiple a_p·u of one channel vector u, unequal |a_p|
+            u = np.array([draw(magnitude) * draw(st.sampled_from((1.0, -1.0))) for _ in range(c)])
+            coef = st.sampled_from((1.0, -1.0, 2.0, -0.5, 3.0, 0.25, -7.0, 0.0))
+            a = np.array([draw(coef) for _ in range(h * w)]).reshape(h, w)
+            img = u[:, None, None] * a[None, :, :]
+        m = float(np.max(np.abs(img)))
+        if m > 0:
+            e_lo = math.ceil(lo - math.log10(m))
+            e_hi = math.floor(hi - math.log10(m))
+            k = draw(st.integers(e_lo, e_hi)) if e_lo <= e_hi else 0
+            img = img * 10.0**k if k else img
+        out.append(img)
+    return np.array(out, dtype=np.float64).reshape(n, c, h, w)
+
+
+def _image_args(kinds, scale_range, layout, dtype, caller):
+    kinds = tuple(kinds)
+    if not kinds or any(k not in IMAGE_KINDS for k in kinds):
+        raise InvalidParameterError(f"The 'kinds' parameter of {caller} must be a non-empty subset of "
+                                    f"{IMAGE_KINDS}. Got {kinds!r}.")
+    kinds = tuple(k for k in IMAGE_KINDS if k in kinds)
+    layout = check_option(layout, "layout", ("NCHW", "NHWC"), caller=caller)
+    dtype = check_option(str(np.dtype(dtype)), "dtype", ("float64", "float32"), caller=caller)
+    if scale_range is None:
+        scale_range = (1e-100, 1e100) if dtype == "float64" else (1e-10, 1e10)
+    lo = check_real(scale_range[0], "scale_range", caller=caller, low=0.0, closed="neither")
+    hi = check_real(scale_range[1], "scale_range", caller=caller, low=lo)
+    return kinds, (lo, hi), layout, dtype
+
+
+def images(n=(1, 3), channels=(1, 3), height=(1, 4), width=(1, 4), *, kinds=IMAGE_KINDS, scale_range=None,
+           layout="NCHW", dtype="float64"):
+    """Strategy for image batches whose images and pixel pairs break naive CNTK implementations.
+
+    Each image is one of ``kinds`` (:data:`IMAGE_KINDS`): ``"gaussian"`` (pixels 0 or ±[1e-3, 4]),
+    ``"negated"`` (−x of an earlier image), ``"constant"``, ``"zero_patch"`` (an earlier image with a
+    rectangle set to 0), ``"parallel_pixels"`` (every pixel a multiple a·u of one channel vector u, with
+    a ∈ {±1, 2, −0.5, 3, 0.25, −7, 0}: parallel and antiparallel pixel pairs of unequal norm), ``"scaled"``
+    (an earlier image × 10^k), ``"duplicate"``, ``"zero"``.  New images get a scale 10^k that puts their largest
+    pixel inside ``scale_range`` (default 1e±100 in float64, 1e±10 in float32).
+
+    Parameters
+    ----------
+    n, channels, height, width : int or (min, max)
+    kinds : sequence of str
+    scale_range : (float, float), optional
+    layout : {"NCHW", "NHWC"}
+        NCHW is ``ntkref.kernels.cntk``'s layout, NHWC neural-tangents' default.
+    dtype : {"float64", "float32"}
+
+    Returns
+    -------
+    hypothesis strategy of numpy.ndarray, shape (n, C, H, W) or (n, H, W, C)
+    """
+    n_r = _int_range(n, "n", 1)
+    c_r = _int_range(channels, "channels", 1)
+    h_r = _int_range(height, "height", 1)
+    w_r = _int_range(width, "width", 1)
+    kinds, scale_range, layout, dtype = _image_args(kinds, scale_range, layout, dtype, "images")
+
+    @st.composite
+    def strategy(draw):
+        shape = [draw(st.integers(*r)) for r in (n_r, c_r, h_r, w_r)]
+        x = _draw_images(draw, *shape, kinds, scale_range)
+        return _to_layout(x, layout).astype(dtype)
+
+    return strategy()
+
+
+def image_inputs(n1=(1, 3), n2=(1, 3), channels=(1, 3), height=(1, 4), width=(1, 4), *, symmetric=None,
+                 kinds=IMAGE_KINDS, scale_range=None, layout="NCHW", dtype="float64"):
+    """Strategy for ``(x1, x2)`` image arguments of a CNTK (``x2`` may be ``None``, meaning x1).
+
+    The images of x1 and x2 are drawn together (see :func:`images`), so an image of x2 can be −x, a scaled
+    copy or a zero-patched copy of an image of x1.  ``symmetric``: as in :func:`ntkref.testing.kernel_inputs`.
+    """
+    r1 = _int_range(n1, "n1", 1)
+    r2 = _int_range(n2, "n2", 1)
+    c_r = _int_range(channels, "channels", 1)
+    h_r = _int_range(height, "height", 1)
+    w_r = _int_range(width, "width", 1)
+    kinds, scale_range, layout, dtype = _image_args(kinds, scale_range, layout, dtype, "image_inputs")
+
+    @st.composite
+    def strategy(draw):
+        sym = draw(st.booleans()) if symmetric is None else bool(symmetric)
+        a = draw(st.integers(*r1))
+        b = 0 if sym else draw(st.integers(*r2))
+        c, h, w = (draw(st.integers(*r)) for r in (c_r, h_r, w_r))
+        x = _to_layout(_draw_images(draw, a + b, c, h, w, kinds, scale_range), layout).astype(dtype)
+        if sym:
+            return x, None
+        perm = draw(st.permutations(range(a + b)))
+        x = x[list(perm)]
+        return x[:a], x[a:]
+
+    return strategy()
+
+
+def hard_images(channels=2, height=3, width=3, *, seed=0, layout="NCHW", dtype="float64"):
+    """A fixed battery of (name, x1, x2) CNTK inputs: x and −x, constant images, zero patches, parallel pixels of
+    unequal norm, scales 1e±100 (1e±10 in float32), a zero image, duplicates and a 1×1 image."""
+    c = check_int(channels, "channels", caller="hard_images", low=1)
+    h = check_int(height, "height", caller="hard_images", low=1)
+    w = check_int(width, "width", caller="hard_images", low=1)
+    layout = check_option(layout, "layout", ("NCHW", "NHWC"), caller="hard_images")
+    big = 1e100 if np.dtype(dtype) == np.float64 else 1e10
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((c, h, w))
+    u = rng.standard_normal(c)
+    par = u[:, None, None] * rng.choice([1.0, -1.0, 2.0, -0.5, 3.0], size=(h, w))[None]
+    patched = x.copy()
+    patched[:, : max(1, h // 2), : max(1, w // 2)] = 0.0
+    const = np.full((c, h, w), 0.7)
+    cases = [
+        ("generic", rng.standard_normal((3, c, h, w)), None),
+        ("x and -x", np.stack([x, -x, 2.0 * x]), None),
+        ("constant and -constant", np.stack([const, -const, 3.0 * const]), None),
+        ("zero patch", np.stack([x, patched]), None),
+        ("parallel pixels of unequal norm", np.stack([par, -par, 0.5 * par]), None),
+        ("scales 1e+-k", np.stack([x / big, x * big, -x * big, patched / big]), None),
+        ("zero image", np.stack([x, np.zeros_like(x)]), None),
+        ("duplicates", np.stack([x, x, par]), None),
+        ("cross x and -x", np.stack([x, par]), np.stack([-x, -3.0 * par, patched])),
+        ("1x1 image", rng.standard_normal((3, c, 1, 1)) * np.array([1.0, -2.0, 1e-50])[:, None, None, None], None),
+    ]
+    return [(name, _to_layout(a, layout).astype(dtype), None if b is None else _to_layout(b, layout).astype(dtype))
+            for name, a, b in cases]
+
+
+def cntk_bound(depth):
+    """(bound, source): ntkref's per-entry CNTK bound, or the documented constant (module docstring)."""
+    from . import kernels
+
+    if hasattr(kernels, "cntk_error_bound"):
+        return "function", "ntkref.kernels.cntk_error_bound (per entry)"
+    if "return_error_bound" in inspect.signature(kernels.cntk).parameters:
+        return "keyword", "ntkref.kernels.cntk(..., return_error_bound=True) (per entry)"
+    return CNTK_DEFAULT_BOUND * depth, (f"documented constant {CNTK_DEFAULT_BOUND:g}·depth (kernels.cntk exposes no "
+                                        "error bound; see ntkref._testing_images)")
+
+
+def _scaled_bound(b, d1, d2):
+    """A per-entry absolute bound b → the scaled measure (divide by √(R(x,x)R(x′,x′)))."""
+    b = host(b)
+    scale = np.sqrt(np.maximum(d1, 0.0))[:, None] * np.sqrt(np.maximum(d2, 0.0))[None, :]
+    with np.errstate(all="ignore"):
+        return np.where(scale > 0, b / np.where(scale > 0, scale, 1.0), 0.0)
+
+
+def cntk_reference(which, params, backend, depth):
+    """reference(x1, x2) -> (K, diag1, diag2, bound) from ``kernels.cntk`` on NCHW host arrays."""
+    from . import kernels
+
+    bound, _ = cntk_bound(depth)
+
+    def ntkref_cntk(a1, a2, get_bound):
+        if get_bound and bound == "keyword":
+            out, err = kernels.cntk(a1, a2, return_error_bound=True, **params)
+            return getattr(out, which), getattr(err, which, err)
+        K = getattr(kernels.cntk(a1, a2, **params), which)
+        if get_bound and bound == "function":
+            err = kernels.cntk_error_bound(a1, a2, **params)
+            return K, getattr(err, which, err)
+        return K, None
+
+    def reference(x1, x2):
+        put = mover(backend)
+        a1 = put(host(x1))
+        a2 = None if x2 is None else put(host(x2))
+        K, err = ntkref_cntk(a1, a2, True)
+        d1 = np.diagonal(host(K)).copy() if a2 is None else _self_diagonal(a1)
+        d2 = d1 if a2 is None else _self_diagonal(a2)
+        b = bound if err is None else _scaled_bound(to_numpy(err), d1, d2)
+        return host(K), d1, d2, b
+
+    def _self_diagonal(a):
+        return np.array([float(host(ntkref_cntk(a[i:i + 1], None, False)[0])[0, 0]) for i in range(a.shape[0])])
+
+    return reference
+
+
+def check_cntk(
+    candidate,
+    *,
+    depth=1,
+    readout="gap",
+    filter_size=3,
+    W_std=1.0,
+    b_std=0.0,
+    fix_first_last=False,
+    which="ntk",
+    layout="NCHW",
+    diag_tol=1e-10,
+    offdiag_tol=1e-10,
+    atol=0.0,
+    max_examples=50,
+    battery=None,
+    inputs=None,
+    dtype="float64",
+    backend=None,
+    pass_none=True,
+    seed=0,
+    shrink=True,
+    raise_on_failure=True,
+    mode="assert",
+    convention_threshold=None,
+    record_entries=None,
+):
+    r"""Search for images on which ``candidate(x1, x2)`` differs from ``ntkref.kernels.cntk``.
+
+    The reference is ``kernels.cntk(x1, x2, depth=depth, readout=readout, filter_size=filter_size,
+    W_std=W_std, b_std=b_std, fix_first_last=fix_first_last).<which>`` (seed 004's CNTK in
+    neural-tangents' conventions: SAME padding, stride 1, 1/C and the patch mean in the first layer's
+    variance; docs/conventions.md).  The candidate gets the images in ``layout`` (``"NHWC"`` for
+    neural-tangents' default ``stax.Conv``); the reference always gets them as NCHW.
+
+    Error measure, verdict, modes, battery and report: as in :func:`ntkref.testing.check_kernel`, with
+    :func:`image_inputs` as the default strategy (all :data:`IMAGE_KINDS`), :func:`hard_images` as the
+    battery, and ntkref's CNTK bound (module docstring) in the verdict tolerance.
+
+    Parameters
+    ----------
+    candidate : callable (x1, x2) -> array-like, shape (n1, n2)
+    depth, readout, filter_size, W_std, b_std, fix_first_last : as in :func:`ntkref.kernels.cntk`
+    which : {"ntk", "nngp"}
+    layout : {"NCHW", "NHWC"}
+    diag_tol, offdiag_tol, atol, max_examples, battery, inputs, dtype, backend, pass_none, seed, shrink,
+    raise_on_failure, mode, convention_threshold, record_entries : as in :func:`ntkref.testing.check_kernel`
+        (``inputs`` draws images in ``layout``; default ``max_examples`` 50: a CNTK costs O(P²) per pair).
+
+    Returns
+    -------
+    CheckReport
+    """
+    from . import kernels
+
+    caller = "check_cntk"
+    which = check_option(which, "which", ("ntk", "nngp"), caller=caller)
+    layout = check_option(layout, "layout", ("NCHW", "NHWC"), caller=caller)
+    diag_tol = check_real(diag_tol, "diag_tol", caller=caller, low=0.0, allow_inf=True)
+    offdiag_tol = check_real(offdiag_tol, "offdiag_tol", caller=caller, low=0.0, allow_inf=True)
+    atol = check_real(atol, "atol", caller=caller, low=0.0)
+    dtype = check_option(str(np.dtype(dtype)), "dtype", ("float64", "float32"), caller=caller)
+    mode = check_mode(mode, caller)
+    threshold = _convention_threshold(convention_threshold, dtype, caller)
+    use_battery = _battery_flag(battery, inputs, caller)
+    if not callable(candidate):
+        raise InvalidParameterError(f"The 'candidate' parameter of {caller} must be callable. Got {candidate!r}.")
+    params = dict(depth=depth, readout=readout, filter_size=filter_size, W_std=W_std, b_std=b_std,
+                  fix_first_last=fix_first_last)
+    kernels.cntk(np.ones((1, 1, 1, 1)), **params)  # ntkref's own parameter checks, with its messages
+    ref = cntk_reference(which, params, backend, depth)
+    bound, bound_source = cntk_bound(depth)
+    if inputs is None:
+        inputs = image_inputs(layout=layout, dtype=dtype)
+    name = getattr(candidate, "__qualname__", repr(candidate))
+    desc = (f"check_cntk({name}, which={which!r}, depth={depth}, readout={readout!r}, filter_size={filter_size}, "
+            f"W_std={W_std!r}, b_std={b_std!r}, fix_first_last={fix_first_last}, layout={layout!r}, "
+            f"diag_tol={diag_tol:g}, offdiag_tol={offdiag_tol:g}, atol={atol:g}, dtype={dtype})")
+
+    def reference(x1, x2):  # the report's inputs are in the candidate's layout
+        return ref(_to_nchw(x1, layout), _to_nchw(x2, layout))
+
+    comparison = KernelComparison(candidate, reference, diag_tol=diag_tol, offdiag_tol=offdiag_tol, atol=atol,
+                                  pass_none=pass_none, threshold=threshold)
+
+    def cast(x):
+        return None if x is None else np.asarray(x).astype(dtype)
+
+    def evaluate(pair, rec):
+        return comparison.evaluate(cast(pair[0]), cast(pair[1]), rec)
+
+    cases = ([(n, (a, b)) for n, a, b in hard_images(seed=seed, layout=layout, dtype=dtype)] if use_battery else [])
+    report = drive(
+        caller, strategy=inputs, evaluate=evaluate, battery_cases=cases, order=("x1", "x2"), mode=mode,
+        max_examples=max_examples, seed=seed, shrink=shrink, description=desc,
+        tolerance={"user": {"diagonal": diag_tol, "off-diagonal": offdiag_tol, "atol": atol},
+                   "ntkref_bound": bound if isinstance(bound, float) else None, "bound_source": bound_source},
+        reduce=comparison.reduce, hint=comparison.hint,
+        record_entries=(mode == "measure") if record_entries is None else bool(record_entries),
+    )
+    return _finish(report, raise_on_failure)

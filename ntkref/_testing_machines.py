@@ -1,0 +1,462 @@
+r"""Checkers for kernel machines, training dynamics and certificates (re-exported by :mod:`ntkref.testing`).
+
+Modes, reports and JSON: as for :func:`ntkref.testing.check_kernel` (``mode="assert"`` / ``"measure"``).
+Failure kinds here: ``"exception"`` (the candidate raised), ``"shape"`` (wrong shape, or invalid values such as
+negative radii), ``"non_finite"`` (inf/NaN in α, g or the radii), ``"convention"`` / ``"precision"`` (an error
+above the verdict tolerance, above / below ``convention_threshold``), ``"soundness"`` (certificates: a
+counterexample inside a claimed radius, or a positive radius where g(x₀) = 0).
+"""
+from __future__ import annotations
+
+import importlib
+import math
+
+import numpy as np  # host-side test tooling: inputs and reports are NumPy arrays by design
+from hypothesis import strategies as st
+
+from ._testing_engine import check_mode, drive
+from ._testing_kernel import host, mover
+from ._testing_report import Mismatch
+from ._validation import check_option, check_real
+from .testing import _finish, machine_problems
+
+__all__ = ["check_fit", "check_dynamics", "check_certificate", "fit_convention_hint"]
+
+DYNAMICS_BOUNDS = {"squared": 1e-13, "hinge": 1e-13, "epsilon_insensitive": 1e-13, "logistic": 1e-8,
+                   "squared_hinge": 1e-8}
+"""ntkref.dynamics' accuracy in check_dynamics' scaled measure: exact (closed form / event-driven) for squared, hinge
+and ε-insensitive (1e-13), the adaptive integrator's ~10·rtol for logistic and squared hinge (1e-8)."""
+
+
+def _import(module):
+    try:
+        return importlib.import_module(f"ntkref.{module}")
+    except ImportError as exc:  # pragma: no cover - only while the module does not exist
+        raise ImportError(f"this checker needs ntkref.{module}, which could not be imported: {exc}") from exc
+
+
+def _scaled_gap(a, b, floor=1.0):
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    scale = max(floor, float(np.max(np.abs(b))) if b.size else 0.0)
+    with np.errstate(all="ignore"):
+        err = np.abs(a - b) / scale
+    return np.where(np.isfinite(err), err, np.inf)
+
+
+def _call_failure(rec, inputs, tol, exc):
+    m = Mismatch(inputs, (), math.nan, math.nan, math.inf, tol, "call",
+                 f"candidate raised {type(exc).__name__}: {exc}", kind="exception")
+    rec.failure(m)
+    return [m], math.inf
+
+
+def _threshold(value, default, caller):
+    return default if value is None else check_real(value, "convention_threshold", caller=caller, low=0.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# kernel machines
+# ---------------------------------------------------------------------------------------------
+def fit_convention_hint(K, y, alpha, loss, lam, *, reduction="sum", tol=1e-8, loss_options=None):
+    """Which usual convention slip explains a candidate α, if any (host NumPy inputs).
+
+    Tries λ′ ∈ {2λ, λ/2, nλ, λ/n} and the other reduction, and says which one α solves (its objective
+    within ``tol``·max(1, |P*|) of ntkref's optimum there): e.g. ``"matches lam' = 2*lam"`` — the ½ convention
+    of the squared loss — or ``"matches reduction='mean'"``.  Returns ``""`` if none does.
+    """
+    machines = _import("machines")
+    losses = _import("losses")
+    loss_obj = losses.get(loss, **(loss_options or {})) if isinstance(loss, str) else loss
+    put = mover(None)
+    K, y, alpha = host(K), host(y), host(alpha)
+    n = K.shape[0]
+    other = "mean" if reduction == "sum" else "sum"
+    trials = [(f"lam' = 2*lam = {2 * lam:g}", 2 * lam, reduction), (f"lam' = lam/2 = {lam / 2:g}", lam / 2, reduction),
+              (f"lam' = n*lam = {n * lam:g} (sum vs mean)", n * lam, reduction),
+              (f"lam' = lam/n = {lam / n:g} (mean vs sum)", lam / n, reduction),
+              (f"reduction={other!r}", lam, other)]
+    Kx, yx, ax = put(K), put(y), put(alpha)
+    for label, lam2, red in trials:
+        try:
+            a_ref = machines.fit(Kx, yx, loss_obj, lam2, reduction=red)
+            p_ref = float(machines.objective(a_ref, Kx, yx, loss_obj, lam2, reduction=red))
+            p_c = float(machines.objective(ax, Kx, yx, loss_obj, lam2, reduction=red))
+        except Exception:  # a trial that cannot be solved explains nothing
+            continue
+        if (p_c - p_ref) / max(1.0, abs(p_ref)) <= tol:
+            return f"the candidate's alpha solves the problem with {label} instead (check the convention)"
+    return ""
+
+
+def check_fit(candidate, *, loss="hinge", lam=0.1, reduction="sum", loss_options=None, objective_tol=1e-8,
+              max_examples=50, problems=None, backend=None, seed=0, shrink=True, raise_on_failure=True,
+              mode="assert", convention_threshold=None):
+    r"""Check a kernel-machine solver ``candidate(K, y, lam) -> alpha`` against ``ntkref.machines.fit``.
+
+    The minimiser of seed 000 eq. (7), P(α) = (λ/2)αᵀKα + Σ l((Kα)ᵢ, yᵢ) (``"mean"``:
+    the loss sum / n), is unique in β (λ-strong convexity) but α need not be
+    (singular K), so the candidate is judged by its objective:
+
+    .. math::  e = \frac{P(\alpha_{\rm cand}) - P(\alpha_{\rm ref})}{\max(1, |P(\alpha_{\rm ref})|)} \le
+               \max(\text{objective\_tol}, g_{\rm ref}),
+
+    g_ref = the reference's relative duality gap (``machines.solve(...).duality_gap``, its certificate
+    P(α_ref) − P* ≤ gap: ntkref's own bound, used in the verdict when larger than the user's).  This bounds
+    the function error: ‖β_cand − β*‖² ≤ 2(P(α_cand) − P*)/λ (strong convexity), so
+    |g_cand(x) − g*(x)| ≤ √K(x,x)·√(2 e max(1,|P*|)/λ).  ``max_error`` also records
+    max |Kα_cand − Kα_ref| / max(1, max|Kα_ref|).  A failing example with e above ``convention_threshold``
+    (default 1e-3) is of kind ``"convention"`` and gets a hint from :func:`fit_convention_hint`
+    ("matches lam' = 2*lam", …).
+
+    Parameters
+    ----------
+    candidate : callable (K, y, lam) -> alpha (shape (n,))
+    loss, lam, reduction, loss_options : as in ``ntkref.machines.fit`` / ``ntkref.losses.get``
+    objective_tol : float
+    problems : hypothesis strategy of (K, y), optional
+        Default :func:`ntkref.testing.machine_problems` (regression labels for the regression losses).
+    backend : str, optional
+        Namespace of the reference computation.
+    max_examples, seed, shrink, raise_on_failure, mode : as in :func:`ntkref.testing.check_kernel`.
+    convention_threshold : float, optional
+    """
+    machines = _import("machines")
+    losses = _import("losses")
+    loss_obj = losses.get(loss, **(loss_options or {}))
+    objective_tol = check_real(objective_tol, "objective_tol", caller="check_fit", low=0.0)
+    mode = check_mode(mode, "check_fit")
+    threshold = _threshold(convention_threshold, 1e-3, "check_fit")
+    if problems is None:
+        problems = machine_problems(kind="binary" if loss_obj.classification else "regression")
+
+    def evaluate(problem, rec):
+        K, y = (np.asarray(a, dtype=np.float64) for a in problem)
+        put = mover(backend)
+        Kx, yx = put(K), put(y)
+        sol = machines.solve(Kx, yx, loss_obj, lam, reduction=reduction)
+        alpha_ref = host(sol.alpha_)
+        p_ref = float(machines.objective(sol.alpha_, Kx, yx, loss_obj, lam, reduction=reduction))
+        bound = max(float(sol.duality_gap), 0.0) / max(1.0, abs(p_ref))
+        tol = max(objective_tol, bound)
+        src = "ntkref" if bound > objective_tol else "user"
+        inputs = {"K": K, "y": y, "lam": lam}
+        try:
+            alpha = host(candidate(K, y, lam))
+        except Exception as exc:
+            return _call_failure(rec, inputs, tol, exc)
+        if alpha.shape != (K.shape[0],):
+            m = Mismatch(inputs, (), math.nan, p_ref, math.inf, tol, "shape",
+                         f"candidate returned shape {alpha.shape}, expected {(K.shape[0],)}", kind="shape")
+            rec.failure(m)
+            return [m], math.inf
+        rec.values(1, src == "ntkref")
+        if not np.all(np.isfinite(alpha)):
+            bad = np.nonzero(~np.isfinite(alpha))[0]
+            for i in bad:
+                rec.bad_value((i,), float(alpha[i]))
+            m = Mismatch(inputs | {"alpha_candidate": alpha}, (int(bad[0]),), float(alpha[bad[0]]), p_ref, math.inf,
+                         tol, "alpha", f"candidate returned non-finite coefficients at {bad.tolist()}",
+                         kind="non_finite", tolerance_source=src)
+            rec.failure(m, len(bad))
+            return [m], math.inf
+        p_c = float(machines.objective(put(alpha), Kx, yx, loss_obj, lam, reduction=reduction))
+        err = (p_c - p_ref) / max(1.0, abs(p_ref))
+        g_err = _scaled_gap(K @ alpha, K @ alpha_ref)
+        rec.error("objective", err)
+        rec.error("outputs", float(np.max(g_err)) if g_err.size else 0.0)
+        if not err <= tol:
+            i = int(np.argmax(g_err))
+            m = Mismatch(inputs | {"alpha_candidate": alpha, "alpha_reference": alpha_ref}, ("objective",), p_c,
+                         p_ref, err, tol, "objective",
+                         f"largest output gap at training point {i}: g_cand = {float((K @ alpha)[i])!r}, "
+                         f"g_ref = {float((K @ alpha_ref)[i])!r}",
+                         kind="convention" if err > threshold else "precision", tolerance_source=src)
+            rec.failure(m)
+            return [m], err / tol if tol > 0 else math.inf
+        return [], err / tol if tol > 0 else 0.0
+
+    def hint(m):
+        return fit_convention_hint(m.inputs["K"], m.inputs["y"], m.inputs["alpha_candidate"], loss_obj, lam,
+                                   reduction=reduction, tol=max(objective_tol, 1e-10))
+
+    desc = (f"check_fit({getattr(candidate, '__qualname__', candidate)}, loss={loss_obj.name!r}, lam={lam!r}, "
+            f"reduction={reduction!r}, objective_tol={objective_tol:g})")
+    report = drive("check_fit", strategy=problems, evaluate=evaluate, battery_cases=[], order=("K", "y"), mode=mode,
+                   max_examples=max_examples, seed=seed, shrink=shrink, description=desc,
+                   tolerance={"user": {"objective": objective_tol}, "ntkref_bound": None,
+                              "bound_source": "the reference solve's relative duality gap, per problem"},
+                   hint=hint)
+    return _finish(report, raise_on_failure)
+
+
+# ---------------------------------------------------------------------------------------------
+# dynamics
+# ---------------------------------------------------------------------------------------------
+def check_dynamics(candidate, *, loss="squared", lam=0.1, kind="flow", times=(0.0, 0.5, 1.0, 2.0), lr=0.05,
+                   steps=20, reduction="sum", tol=1e-6, max_examples=30, problems=None, backend=None, seed=0,
+                   shrink=True, raise_on_failure=True, mode="assert", convention_threshold=None):
+    r"""Check training-dynamics code against ``ntkref.dynamics``.
+
+    ``kind="flow"``: ``candidate(K, y, lam, times) -> g`` of shape (T, n), the
+    outputs g_t(xᵢ) of the gradient flow dα/dt = −λα − c·l′(Kα) from α = 0
+    (seed 000 eqs. (3), (8); c = 1 for ``"sum"``, 1/n for ``"mean"``), compared
+    with ``ntkref.dynamics.gradient_flow(K, y, loss, lam, times).g_train``
+    (exact for squared, hinge and ε-insensitive losses).
+
+    ``kind="descent"``: ``candidate(K, y, lam, lr, steps) -> g`` of shape
+    (steps + 1, n), the full-batch (sub)gradient descent
+    α_{k+1} = (1 − ηλ)α_k − η c l′(Kα_k) (eq. (5)), compared with
+    ``ntkref.dynamics.subgradient_descent(...).g_train``.  (With the hinge loss
+    the discrete trajectory is discontinuous in the data at yᵢgᵢ = 1; such ties
+    are measure-zero in the default strategy.)
+
+    Error: |g_cand − g_ref| / max(1, max|g_ref|) per (t, i), failing above max(``tol``, b) with b ntkref's
+    accuracy (:data:`DYNAMICS_BOUNDS`: 1e-13 for the exact squared/hinge/ε-insensitive references and for
+    descent, 1e-8 for the adaptive integrator of logistic/squared hinge flows).  Kinds: ``"convention"``
+    above ``convention_threshold`` (default 1e-3), ``"precision"`` below.
+
+    Parameters
+    ----------
+    candidate : callable
+        ``(K, y, lam, times) -> (T, n)`` for ``"flow"``, ``(K, y, lam, lr, steps) -> (steps + 1, n)``
+        for ``"descent"`` (NumPy float64 inputs).
+    loss, lam, reduction : as in ``ntkref.dynamics.gradient_flow``
+    kind : {"flow", "descent"}
+    times : sequence of float
+        Flow output times (nondecreasing, ≥ 0).
+    lr, steps : float, int
+        Descent step size η (< 1/λ) and number of steps.
+    tol : float
+    problems : hypothesis strategy of (K, y), optional
+        Default :func:`ntkref.testing.machine_problems` with n ≤ 6.
+    max_examples, backend, seed, shrink, raise_on_failure, mode, convention_threshold : as in :func:`check_fit`.
+    """
+    dynamics = _import("dynamics")
+    losses = _import("losses")
+    kind = check_option(kind, "kind", ("flow", "descent"), caller="check_dynamics")
+    loss_obj = losses.get(loss)
+    tol = check_real(tol, "tol", caller="check_dynamics", low=0.0)
+    mode = check_mode(mode, "check_dynamics")
+    threshold = _threshold(convention_threshold, 1e-3, "check_dynamics")
+    bound = 1e-13 if kind == "descent" else DYNAMICS_BOUNDS.get(loss_obj.name, 1e-8)
+    tol_used = max(tol, bound)
+    src = "ntkref" if bound > tol else "user"
+    times_np = np.asarray(times, dtype=np.float64)
+    if problems is None:
+        problems = machine_problems(n=(2, 6), kind="binary" if loss_obj.classification else "regression")
+
+    def evaluate(problem, rec):
+        K, y = (np.asarray(a, dtype=np.float64) for a in problem)
+        put = mover(backend)
+        Kx, yx = put(K), put(y)
+        if kind == "flow":
+            traj = dynamics.gradient_flow(Kx, yx, loss_obj, lam, put(times_np), reduction=reduction)
+            call = lambda: candidate(K, y, lam, times_np.copy())  # noqa: E731
+        else:
+            traj = dynamics.subgradient_descent(Kx, yx, loss_obj, lam, lr, steps, reduction=reduction)
+            call = lambda: candidate(K, y, lam, lr, steps)  # noqa: E731
+        g_ref = host(traj.g_train)
+        inputs = {"K": K, "y": y, "lam": lam}
+        try:
+            g = host(call())
+        except Exception as exc:
+            return _call_failure(rec, inputs, tol_used, exc)
+        if g.shape != g_ref.shape:
+            m = Mismatch(inputs, (), math.nan, math.nan, math.inf, tol_used, "shape",
+                         f"candidate returned shape {g.shape}, expected {g_ref.shape}", kind="shape")
+            rec.failure(m)
+            return [m], math.inf
+        rec.values(g.size, g.size if src == "ntkref" else 0)
+        finite = np.isfinite(g)
+        err = _scaled_gap(g, g_ref)
+        if finite.any():
+            rec.error("outputs", float(np.max(err[finite])))
+        for loc in zip(*np.nonzero(~finite)):
+            rec.bad_value(loc, float(g[loc]))
+        bad = ~finite | (err > tol_used)
+        kinds = np.where(~finite, "non_finite", np.where(err > threshold, "convention", "precision"))
+        fails = []
+        for k in ("non_finite", "convention", "precision"):
+            mask = bad & (kinds == k)
+            if not mask.any():
+                continue
+            t, i = np.unravel_index(int(np.argmax(np.where(mask, np.where(np.isfinite(err), err, 1e308), -1.0))),
+                                    err.shape)
+            where = f"t = {times_np[t]!r}" if kind == "flow" else f"step {t}"
+            m = Mismatch(inputs, (int(t), int(i)), float(g[t, i]), float(g_ref[t, i]), float(err[t, i]), tol_used,
+                         "trajectory", f"{where}, training point {i}", kind=k, tolerance_source=src)
+            rec.failure(m, int(mask.sum()))
+            fails.append(m)
+        worst = float(np.max(err)) if err.size else 0.0
+        return fails, worst / tol_used if tol_used > 0 else (math.inf if worst > 0 else 0.0)
+
+    desc = (f"check_dynamics({getattr(candidate, '__qualname__', candidate)}, kind={kind!r}, "
+            f"loss={loss_obj.name!r}, lam={lam!r}, reduction={reduction!r}, tol={tol:g})")
+    report = drive("check_dynamics", strategy=problems, evaluate=evaluate, battery_cases=[], order=("K", "y"),
+                   mode=mode, max_examples=max_examples, seed=seed, shrink=shrink, description=desc,
+                   tolerance={"user": {"outputs": tol}, "ntkref_bound": bound,
+                              "bound_source": "ntkref._testing_machines.DYNAMICS_BOUNDS (ntkref.dynamics' accuracy)"})
+    return _finish(report, raise_on_failure)
+
+
+# ---------------------------------------------------------------------------------------------
+# certificates
+# ---------------------------------------------------------------------------------------------
+def _ntk_outputs(alpha, x_train, points):
+    """g(points) = Θ(points, x_train) α of the two-layer NTK machine, computed on the default namespace and device
+    (NTKREF_BACKEND/NTKREF_DEVICE) from host inputs; returned on the host."""
+    from .kernels import two_layer_relu_ntk
+
+    put = mover(None)
+    g = two_layer_relu_ntk(put(host(points)), put(host(x_train))) @ put(host(alpha))
+    return host(g)
+
+
+def _attack_points(x0, radius, x_train, alpha, rng, n_random):
+    """Candidate adversarial points in the ℓ∞ ball: corners, projected training points, sign-gradient steps."""
+    d = x0.shape[0]
+    pts = [x0 + radius * rng.choice((-1.0, 1.0), size=(n_random, d)),
+           x0 + radius * rng.uniform(-1.0, 1.0, size=(n_random, d)),
+           np.clip(x_train, x0 - radius, x0 + radius)]
+    # FGSM/PGD-like: signs of a central-difference gradient of g at x0 and at a few corners
+    h = 1e-6 * max(1.0, float(np.max(np.abs(x0))))
+    for start in [x0] + list(pts[0][: min(4, n_random)]):
+        e = np.eye(d) * h
+        grad = (_ntk_outputs(alpha, x_train, start + e) - _ntk_outputs(alpha, x_train, start - e)) / (2 * h)
+        for s in (1.0, -1.0):
+            pts.append((x0 + s * radius * np.sign(grad))[None, :])
+    return np.concatenate(pts, axis=0)
+
+
+def check_certificate(candidate, *, norm="linf", n_attack=64, compare_reference=True, max_examples=20,
+                      problems=None, seed=0, shrink=True, raise_on_failure=True, mode="assert"):
+    r"""Check certified radii ``candidate(alpha, x_train, x_test) -> radii`` for soundness.
+
+    The machine is g(x) = Σᵢ αᵢ Θ(x, xᵢ) with Θ the two-layer ReLU NTK of seed
+    000 eq. (63).  A radius rₖ claims sign g(x) = sign g(x₀ₖ) on the whole
+    ℓ∞ ball ‖x − x₀ₖ‖∞ ≤ rₖ (Thm 4.2).  The checker attacks each claim with
+    corners of the ball, training points projected onto it and sign-gradient
+    points (``n_attack`` random ones per test point); any point whose g has the
+    other sign (or is 0) is a counterexample: a ``"soundness"`` failure, reported
+    with the point, g(x₀) and g(x).  Radii must be finite (else ``"non_finite"``), ≥ 0 and of the right
+    shape (else ``"shape"``), and 0 where g(x₀) = 0 (else ``"soundness"``).
+
+    With ``compare_reference``, ``max_error["ratio_to_ntkref"]`` records the
+    largest r_cand / r_ntkref (``ntkref.certify.certified_radius``, method
+    ``"tight"``): > 1 is not an error (ntkref's bound is not the exact radius) but
+    tells you your certificate claims more than ntkref can prove.
+
+    Only ``norm="linf"`` attacks are implemented.
+
+    Parameters
+    ----------
+    candidate : callable (alpha, x_train, x_test) -> radii, shape (n_test,)
+    norm : {"linf"}
+    n_attack : int
+        Random corners and random interior points tried per test point (plus the projected
+        training points and 10 sign-gradient points).
+    compare_reference : bool
+        Also run ``ntkref.certify.certified_radius`` and record the ratio.
+    problems : hypothesis strategy of (alpha, x_train, x_test), optional
+        Default: two Gaussian clusters in d ≤ 4, n_train ≤ 6, n_test ≤ 3.
+    max_examples, seed, shrink, raise_on_failure, mode : as in :func:`ntkref.testing.check_kernel`.
+
+    Notes
+    -----
+    An attack can only refute a certificate, never prove it: passing means no counterexample
+    was found, not that the radii are sound.
+    """
+    check_option(norm, "norm", ("linf",), caller="check_certificate")
+    mode = check_mode(mode, "check_certificate")
+    certify = _import("certify") if compare_reference else None
+    if problems is None:
+        problems = _certificate_problems()
+
+    def evaluate(problem, rec):
+        alpha, x_train, x_test = (np.asarray(a, dtype=np.float64) for a in problem)
+        inputs = {"alpha": alpha, "x_train": x_train, "x_test": x_test}
+        try:
+            radii = host(candidate(alpha, x_train, x_test))
+        except Exception as exc:
+            return _call_failure(rec, inputs, 0.0, exc)
+        if radii.shape != (x_test.shape[0],):
+            m = Mismatch(inputs, (), math.nan, math.nan, math.inf, 0.0, "shape",
+                         f"radii must have shape {(x_test.shape[0],)}; got {radii.shape}", kind="shape")
+            rec.failure(m)
+            return [m], math.inf
+        rec.values(radii.size)
+        if not np.all(np.isfinite(radii)):
+            bad = np.nonzero(~np.isfinite(radii))[0]
+            for k in bad:
+                rec.bad_value((k,), float(radii[k]))
+            m = Mismatch(inputs, (int(bad[0]),), float(radii[bad[0]]), math.nan, math.inf, 0.0, "radius",
+                         f"non-finite radii at test points {bad.tolist()}", kind="non_finite")
+            rec.failure(m, len(bad))
+            return [m], math.inf
+        if np.any(radii < 0):
+            k = int(np.argmin(radii))
+            m = Mismatch(inputs, (k,), float(radii[k]), 0.0, math.inf, 0.0, "radius",
+                         f"radii must be ≥ 0; got {radii!r}", kind="shape")
+            rec.failure(m, int(np.count_nonzero(radii < 0)))
+            return [m], math.inf
+        g0 = _ntk_outputs(alpha, x_train, x_test)
+        if compare_reference:
+            put = mover(None)
+            r_ref = host(certify.certified_radius(put(alpha), put(x_train), put(x_test)))
+            with np.errstate(all="ignore"):
+                ratio = np.where(r_ref > 0, radii / np.where(r_ref > 0, r_ref, 1.0), np.where(radii > 0, np.inf, 1.0))
+            rec.error("ratio_to_ntkref", float(np.max(ratio)))
+        rng = np.random.default_rng(seed)
+        found = []
+        for k in range(x_test.shape[0]):
+            if radii[k] == 0:
+                continue
+            if g0[k] == 0:
+                found.append(Mismatch(inputs, (k,), float(radii[k]), 0.0, math.inf, 0.0, "radius",
+                                      f"test point {k} has g(x0) = 0 but a positive radius", kind="soundness"))
+                continue
+            pts = _attack_points(x_test[k], radii[k], x_train, alpha, rng, n_attack)
+            g = _ntk_outputs(alpha, x_train, pts)
+            flipped = np.sign(g) != np.sign(g0[k])
+            if flipped.any():
+                j = int(np.argmax(flipped))
+                dist = float(np.max(np.abs(pts[j] - x_test[k])))
+                found.append(Mismatch(inputs | {"counterexample": pts[j]}, (k,), float(radii[k]), dist, math.inf,
+                                      0.0, "soundness",
+                                      f"g(x0) = {g0[k]!r} but g(counterexample) = {g[j]!r} at ℓ∞ distance "
+                                      f"{dist!r} ≤ claimed radius {radii[k]!r} "
+                                      "(candidate_value = claimed radius, reference_value = distance)",
+                                      kind="soundness"))
+        if found:
+            rec.failure(found[0], len(found))
+            return [found[0]], math.inf
+        return [], 0.0
+
+    desc = f"check_certificate({getattr(candidate, '__qualname__', candidate)}, norm={norm!r})"
+    report = drive("check_certificate", strategy=problems, evaluate=evaluate, battery_cases=[],
+                   order=("alpha", "x_train", "x_test"), mode=mode, max_examples=max_examples, seed=seed,
+                   shrink=shrink, description=desc,
+                   tolerance={"user": {}, "ntkref_bound": None, "bound_source": "soundness: no tolerance"})
+    return _finish(report, raise_on_failure)
+
+
+def _certificate_problems():
+    """(alpha, x_train, x_test): two Gaussian clusters in d ≤ 4, α from a hinge SVM-like rule."""
+
+    @st.composite
+    def strategy(draw):
+        seed = draw(st.integers(0, 2**32 - 1))
+        n = draw(st.integers(2, 6))
+        d = draw(st.integers(1, 4))
+        m = draw(st.integers(1, 3))
+        rng = np.random.default_rng(seed)
+        centre = rng.standard_normal(d)
+        y = np.where(np.arange(n) % 2 == 0, 1.0, -1.0)
+        x_train = y[:, None] * centre + 0.5 * rng.standard_normal((n, d))
+        x_test = x_train[rng.integers(0, n, size=m)] + 0.1 * rng.standard_normal((m, d))
+        alpha = y * rng.uniform(0.1, 1.0, size=n)
+        return alpha, x_train, x_test
+
+    return strategy()
+
