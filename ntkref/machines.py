@@ -90,6 +90,8 @@ import math
 import warnings
 from dataclasses import dataclass
 
+import array_api_compat
+
 from . import losses as _losses
 from ._backend import device_of, is_array, is_numpy_namespace, namespace, to_numpy
 from ._validation import InvalidParameterError, check_array, check_int, check_option, check_real
@@ -123,8 +125,11 @@ def _eps(dtype, xp):
 
 
 def _check_gram(K, caller, *, psd=True, xp=None, name="K"):
-    """Square, finite, symmetric (then symmetrised) and, if ``psd``, PSD Gram matrix (``name`` in messages)."""
-    K = check_array(K, name, caller=caller, ndim=2, xp=xp)
+    """Square, finite, symmetric (then symmetrised) and, if ``psd``, PSD Gram matrix (``name`` in messages).
+
+    ``psd``: False, True (the certified Cholesky test), or a method of :func:`_check_psd`.
+    """
+    K = check_array(K, name, caller=caller, ndim=2, xp=xp, finite=False)
     xp = namespace(K)
     n, m = K.shape
     if n != m:
@@ -134,14 +139,17 @@ def _check_gram(K, caller, *, psd=True, xp=None, name="K"):
     eps = _eps(K.dtype, xp)
     # max|K − Kᵀ| over 256×256 tiles of the upper triangle: a whole transposed copy reads
     # memory with stride n and is ~4× slower at n = 2000.  The tile maxima stay on the device and
-    # are read with max|K| in one host copy (one synchronisation, not two per tile).
+    # are read with max|K| in one host copy (one synchronisation, not two per tile).  Finiteness
+    # comes with them: a NaN or ±inf entry makes max K, −min K or a tile difference NaN or inf.
     parts = [xp.max(K), -xp.min(K)]
-    for i in range(0, n, 256):
-        for j in range(i, n, 256):
-            ie, je = min(i + 256, n), min(j + 256, n)  # in-bounds stops (array API)
+    for i in range(0, n, _TILE):
+        for j in range(i, n, _TILE):
+            ie, je = min(i + _TILE, n), min(j + _TILE, n)  # in-bounds stops (array API)
             tile = K[i:ie, j:je] - xp.matrix_transpose(K[j:je, i:ie])
             parts += [xp.max(tile), -xp.min(tile)]
     host = to_numpy(xp.stack(parts)).tolist()
+    if not all(math.isfinite(v) for v in host):
+        raise InvalidParameterError(f"The {name!r} parameter of {caller} contains NaN or infinite values.")
     scale = max(host[0], host[1])
     asym = max(0.0, *host[2:])
     if asym > math.sqrt(eps) * scale:
@@ -152,12 +160,46 @@ def _check_gram(K, caller, *, psd=True, xp=None, name="K"):
     if asym > 0:
         K = (K + xp.matrix_transpose(K)) / 2
     if psd:
-        _check_psd(K, caller, name)
+        _check_psd(K, caller, name, method="cholesky" if psd is True else psd)
     return K
 
 
-def _check_psd(K, caller, name="K"):
-    """λ_min(K) ≥ −n·eps·‖K‖_F, by a Cholesky factorization of K + n·eps·‖K‖_F·I (O(n³/3)).
+_TILE = 256
+PSD_METHODS = ("auto", "cholesky", "lanczos")
+_CHOLESKY_MAX_N = 4096  # "auto": the Cholesky certificate up to this n, the Lanczos test above
+_LANCZOS_STEPS = 40
+
+
+def _psd_method(check_psd, n, caller):
+    """The PSD test ``check_psd`` selects for an n×n K: None (no test), 'cholesky' or 'lanczos'."""
+    if check_psd is False or check_psd is None:
+        return None
+    if check_psd is True:
+        check_psd = "auto"
+    check_option(check_psd, "check_psd", (True, False) + PSD_METHODS, caller=caller)
+    if check_psd == "auto":
+        return "cholesky" if n <= _CHOLESKY_MAX_N else "lanczos"
+    return check_psd
+
+
+def _check_psd(K, caller, name="K", method="cholesky"):
+    r"""Refuse an indefinite K: λ_min(K) below −δ, δ = n·eps·‖K‖_F.
+
+    ``method="cholesky"`` (a certificate, O(n³/3)): K is accepted iff the Cholesky factorization of
+    K + δI succeeds, i.e. K + δI is numerically positive definite.  It accepts every K with
+    λ_min(K) ≥ −δ + O(n·eps·‖K‖) and refuses every K with λ_min(K) < −δ − O(n·eps·‖K‖).
+
+    ``method="lanczos"`` (a one-sided test, ``_LANCZOS_STEPS`` = 40 mat-vecs, O(40·n²)): k Lanczos
+    steps with full reorthogonalisation from a fixed pseudo-random start give the smallest Ritz value
+    θ ≥ λ_min(K) and its Ritz vector u; K is refused iff the Rayleigh quotient uᵀKu/uᵀu, recomputed
+    with one more mat-vec, is below −δ.  A refusal is a proof (|fl(uᵀKu) − uᵀKu| ≤ n·eps·‖K‖_F·‖u‖²
+    = δ‖u‖², so uᵀKu < 0: K is indefinite); a PSD K is never refused.  Acceptance is not a proof: an
+    indefinite K with λ_min(K) = −μ, μ > δ, passes with probability at most
+    1.648·√n·exp(−(2k − 1)·√((μ − δ)/(λ_max(K) + μ))) over a start vector uniform on the sphere
+    (Kuczyński & Woźniakowski 1992, Thm. 4.2(a), applied to λ_max(K)·I − K), e.g. ≤ 1e-6 for n = 20 000
+    when μ ≥ 0.064·(λ_max + μ); in practice the extreme Ritz values converge far faster than this
+    worst case (isolated negative eigenvalues are found in a few steps).  The start is fixed (seed 0),
+    so the bound holds for K chosen independently of it.
 
     A K whose Frobenius norm overflows (entries near the float maximum) is refused as such, not
     reported as indefinite.
@@ -165,21 +207,68 @@ def _check_psd(K, caller, name="K"):
     xp = namespace(K)
     n = K.shape[0]
     eps = _eps(K.dtype, xp)
-    fro = float(xp.linalg.vector_norm(K))
+    fro, kmax = _read(xp, xp.linalg.vector_norm(K), xp.max(xp.abs(K)))
     if not math.isfinite(fro):
         raise InvalidParameterError(
             f"The {name!r} parameter of {caller} is too large: its Frobenius norm cannot be computed in {K.dtype} "
             "(the squares of its entries overflow) "
-            f"(max|K| = {float(xp.max(xp.abs(K))):.3g}); rescale it."
+            f"(max|K| = {kmax:.3g}); rescale it."
         )
-    if fro > 0:  # K = 0 is PSD
-        delta = n * eps * fro
+    if fro == 0:  # K = 0 is PSD
+        return
+    delta = n * eps * fro
+    if method == "cholesky":
         if not _cholesky_ok(K, delta, xp):
             raise InvalidParameterError(
                 f"The {name!r} parameter of {caller} must be positive semidefinite: its smallest eigenvalue is below "
                 f"-n*eps*||K||_F = {-delta:.3g} (Cholesky of K + {delta:.3g} I failed). A kernel machine's "
                 "objective is not convex for an indefinite K."
             )
+        return
+    rho = _lanczos_min(K, min(n, _LANCZOS_STEPS), delta, xp)
+    if rho < -delta:
+        raise InvalidParameterError(
+            f"The {name!r} parameter of {caller} must be positive semidefinite: Lanczos found a vector u with "
+            f"u^T K u / u^T u = {rho:.3g} < -n*eps*||K||_F = {-delta:.3g}, so K has a negative eigenvalue. A kernel "
+            "machine's objective is not convex for an indefinite K."
+        )
+
+
+def _lanczos_min(K, k, delta, xp):
+    """Rayleigh quotient uᵀKu/uᵀu of the smallest Ritz vector u after ≤ k Lanczos steps (see :func:`_check_psd`).
+
+    The Krylov basis and the mat-vecs stay on K's device; the host holds the k×k tridiagonal matrix
+    (O(k²)) and reads two scalars a step.  Stops early once a Ritz value is below −δ or the Krylov space
+    is invariant.
+    """
+    import numpy as np
+
+    n = K.shape[0]
+    dev = device_of(K)
+    v = np.random.default_rng(0).standard_normal(n)
+    v = xp.asarray(v / np.linalg.norm(v), dtype=K.dtype, device=dev)
+    V = xp.reshape(v, (1, n))
+    diag, off = [], []
+    theta, s = None, None
+    for j in range(k):
+        w = K @ v
+        c = V @ w  # full reorthogonalisation, twice (classical Gram–Schmidt is stable when repeated)
+        w = w - c @ V
+        c2 = V @ w
+        w = w - c2 @ V
+        a_j, b_j, wn = _read(xp, c[j] + c2[j], xp.linalg.vector_norm(w), xp.max(xp.abs(w)))
+        diag.append(a_j)
+        T = np.diag(diag) + np.diag(off, 1) + np.diag(off, -1)
+        evals, evecs = np.linalg.eigh(T)
+        theta, s = evals[0], evecs[:, 0]
+        if theta < -delta or j == k - 1 or not b_j > 1e-12 * max(abs(x) for x in diag) or not wn > 0:
+            break
+        off.append(b_j)
+        v = w / b_j
+        V = xp.concat([V, xp.reshape(v, (1, n))], axis=0)
+    u = xp.asarray(s, dtype=K.dtype, device=dev) @ V
+    num, den = _read(xp, u @ (K @ u), u @ u)
+    return num / den
 
 
 def _eye(n, like, xp):
@@ -219,8 +308,9 @@ def _prepare(K, y, loss, lam, reduction, caller, *, psd=True, allow_zero=True):
     y = xp.astype(y, K.dtype) if y.dtype != K.dtype else y
     lam = _check_lam(lam, loss, caller, allow_zero=allow_zero)
     lam_sum = lam * n if reduction == "mean" else lam
-    if psd:  # last: the only O(n³) check
-        _check_psd(K, caller)
+    method = _psd_method(psd, n, caller)
+    if method:  # last: the only check costlier than O(n²)
+        _check_psd(K, caller, method=method)
     return K, y, loss, lam, lam_sum, xp
 
 
@@ -237,19 +327,25 @@ def _get_loss(loss, caller):
         raise InvalidParameterError(f"The 'loss' parameter of {caller}: {exc}") from exc
 
 
-def _on_host(solver, K, y):
-    """``solver(K, y, xp)`` on the host: an explicit host step for the active-set solvers.
+_HOST_MAX_N = 4096  # active-set solves of at most this n run on the host for non-NumPy namespaces
 
-    The box-QP solvers are long sequences of small data-dependent decisions (which coordinate
-    enters or leaves the face, a ratio test, a duality-gap test), each a host read; on a GPU every
-    one is a synchronisation.  For any namespace other than NumPy, K and y are copied to the host
-    once (:func:`~ntkref._backend.to_numpy`), the NumPy code runs there, and the arrays it returns
-    are copied back to K's device (``xp.asarray(..., device=device_of(K))``), so the result is
-    identical to the NumPy solve of the same (validated, symmetrised) K and y.  Non-array outputs
-    (floats, ints, bools) are returned as they are.
+
+def _on_host(solver, K, y):
+    """``solver(K, y, xp)`` where it is fastest: an explicit host step for small non-NumPy problems.
+
+    The box-QP solvers are sequences of small data-dependent decisions (which coordinates enter or
+    leave the face, a ratio test, a duality-gap test), a few batched host reads per iteration; on a
+    GPU each is a synchronisation, which costs more than the whole iteration's arithmetic when n is
+    small.  So for a namespace other than NumPy and n ≤ ``_HOST_MAX_N`` (4096), K and y are copied to
+    the host once (:func:`~ntkref._backend.to_numpy`), the NumPy code runs there, and the arrays it
+    returns are copied back to K's device (``xp.asarray(..., device=device_of(K))``): the result is the
+    NumPy solve of the same (validated, symmetrised) K and y, bit for bit.  Above that size the solver
+    runs in K's namespace on K's device (Gram mat-vecs, working-set gathers and face solves there; the
+    host reads only scalars and index counts).  Non-array outputs (floats, ints, bools) are returned as
+    they are.
     """
     xp = namespace(K)
-    if is_numpy_namespace(xp):
+    if is_numpy_namespace(xp) or K.shape[0] > _HOST_MAX_N:
         return solver(K, y, xp)
     K_host, y_host = to_numpy(K), to_numpy(y)
     out = solver(K_host, y_host, namespace(K_host))
@@ -338,6 +434,26 @@ def _submatrix(A, idx, xp):
     return xp.take(xp.take(A, idx, axis=0), idx, axis=1)
 
 
+def _scatter_idx(idx, values, n, xp):
+    """Vector v of length n with v[idx] = values and 0 elsewhere (``idx`` ascending, as ``nonzero`` returns).
+
+    NumPy, CuPy and PyTorch assign in place; other namespaces go through the standard
+    (``searchsorted`` of each position in ``idx``), O(n log |idx|).
+    """
+    dev = device_of(values)
+    out = xp.zeros((n,), dtype=values.dtype, device=dev)
+    k = idx.shape[0]
+    if k == 0:
+        return out
+    if array_api_compat.is_numpy_namespace(xp) or array_api_compat.is_cupy_namespace(xp) or \
+            array_api_compat.is_torch_namespace(xp):
+        out[idx] = values
+        return out
+    pos = xp.arange(n, device=dev)
+    j = xp.clip(xp.searchsorted(idx, xp.astype(pos, idx.dtype)), 0, k - 1)
+    return xp.where(xp.take(idx, j) == xp.astype(pos, idx.dtype), xp.take(values, j), out)
+
+
 def _soft(v, thr, xp):
     return xp.sign(v) * xp.maximum(xp.abs(v) - thr, 0.0)
 
@@ -349,12 +465,28 @@ def _solve_vec(A, b, xp):
 # --------------------------------------------------------------------------- box-QP solver
 
 
+def _read(xp, *values):
+    """Device scalars (0-d arrays, bools or numbers) as Python floats, in ONE host copy.
+
+    The solvers' decisions (a ratio, a count, a test) are host reads; on a GPU each is a
+    synchronisation, so every iteration stacks what it needs and reads it once.
+    """
+    if is_numpy_namespace(xp):  # already on the host: no copy to batch
+        return [float(v) for v in values]
+    arrays = [v for v in values if is_array(v)]
+    if not arrays:
+        return [float(v) for v in values]
+    ref = arrays[0]
+    dt = xp.float64 if ref.dtype == xp.float64 else xp.float32
+    dev = device_of(ref)
+    parts = [xp.astype(v, dt) if is_array(v) else xp.asarray(float(v), dtype=dt, device=dev) for v in values]
+    return to_numpy(xp.stack([xp.reshape(p, ()) for p in parts])).tolist()
+
+
 def _qp_obj(a, Qa, b, eps, xp):
-    """q(a) = ½aᵀQa − bᵀa + ε‖a‖₁ given Qa."""
-    val = float(xp.sum(a * (0.5 * Qa - b)))
-    if eps:
-        val += eps * float(xp.sum(xp.abs(a)))
-    return val
+    """q(a) = ½aᵀQa − bᵀa + ε‖a‖₁ given Qa, as a 0-d device array (columns: one value per column)."""
+    val = xp.sum(a * (0.5 * Qa - b), axis=0)
+    return val + eps * xp.sum(xp.abs(a), axis=0) if eps else val
 
 
 def _face_direction(Qff, r, xp):
@@ -362,27 +494,30 @@ def _face_direction(Qff, r, xp):
     component in its null space, that component (a direction of linear descent).
 
     Returns (d, is_newton): is_newton says the full step d reaches the face minimiser.
+    One host read when the LU solve is accepted (its residual, scale and rᵀd together).
     """
     m = Qff.shape[0]
     try:  # exact solve first (LU, backward stable)
         d = _solve_vec(Qff, r, xp)
-        ok = bool(xp.all(xp.isfinite(d)))
-        if ok:
-            res = float(xp.max(xp.abs(Qff @ d - r)))
-            scale = float(xp.max(xp.abs(Qff))) * float(xp.max(xp.abs(d))) + float(xp.max(xp.abs(r)))
-            ok = res <= 1e3 * m * _eps(Qff.dtype, xp) * scale and float(xp.sum(r * d)) > 0
-        if ok:
+        res, qmax, dmax, rmax, rd = _read(xp, xp.max(xp.abs(Qff @ d - r)), xp.max(xp.abs(Qff)),
+                                          xp.max(xp.abs(d)), xp.max(xp.abs(r)), xp.sum(r * d))
+        # NaN (CuPy's singular solve) fails every comparison below
+        if res <= 1e3 * m * _eps(Qff.dtype, xp) * (qmax * dmax + rmax) and rd > 0:
             return d, True
     except Exception:  # numpy/array_api_strict LinAlgError for an exactly singular Q_FF
         pass
     w, V = _compat_eigh(Qff, xp)
-    wmax = float(xp.max(xp.abs(w)))
-    keep = w > m * _eps(Qff.dtype, xp) * wmax
     c = xp.matrix_transpose(V) @ r
+    wmax, = _read(xp, xp.max(xp.abs(w)))
+    keep = w > m * _eps(Qff.dtype, xp) * wmax
     null = xp.where(keep, 0.0, c)
-    if float(xp.linalg.vector_norm(null)) > 1e-8 * float(xp.linalg.vector_norm(c)):
+    nn, nc = _read(xp, xp.linalg.vector_norm(null), xp.linalg.vector_norm(c))
+    if nn > 1e-8 * nc:
         return V @ null, False  # Q_FF·d = 0 and rᵀd = ‖P_null r‖² > 0: q decreases linearly
     return V @ xp.where(keep, c / xp.where(keep, w, 1.0), 0.0), True
+
+
+_LINE_STEPS = 8  # projected search along the arc P(a + t·d), t = 1, 1/2, …, 1/128, in one batch
 
 
 def _active_set_qp(Q, b, lo, hi, eps, a, max_iter, xp):
@@ -393,69 +528,69 @@ def _active_set_qp(Q, b, lo, hi, eps, a, max_iter, xp):
     ([lo, hi] if ε = 0; [0, hi] or [lo, 0] by the sign s if ε > 0).  Each
     iteration moves the free coordinates towards the face minimiser
     (Q_FF d = −(∇q)_F, or a null-space descent direction of a singular Q_FF):
-    the projected full step is taken if it lowers q (several bounds may become
-    active at once, as in gradient-projection methods), otherwise the longest
-    feasible step (ratio test), fixing the blocking coordinate.  At a face
-    minimiser the fixed coordinates whose one-sided slope is negative (KKT
-    violators) are released, the worst ``max(16, |F|)`` at a time.  q decreases
-    monotonically; with no violator left, a satisfies the KKT conditions up to
-    rounding (the face equations are solved exactly).
+    the projected full step is taken if it lowers q (the eight trial points
+    P(a + t·d), t = 1, …, 1/128, are evaluated as one matrix product, so several
+    bounds may become active at once, as in gradient-projection methods),
+    otherwise the longest feasible step (ratio test), fixing the blocking
+    coordinate.  At a face minimiser the fixed coordinates whose one-sided slope
+    is negative (KKT violators) are released, the worst ``max(16, |F|)`` at a
+    time.  q decreases monotonically; with no violator left, a satisfies the KKT
+    conditions up to rounding (the face equations are solved exactly).
 
-    Returns (a, iterations, exact_stop).
+    Everything runs in Q's namespace on Q's device; the decisions are a few batched host reads
+    per iteration (:func:`_read`).  Returns (a, iterations, exact_stop).
     """
     m = Q.shape[0]
     dtype_eps = _eps(Q.dtype, xp)
+    dev = device_of(Q)
     zero = xp.zeros_like(b)
     if eps:
         free = (a != 0) & (a != lo) & (a != hi)
-        s = xp.where(free, xp.sign(a), 0.0)
+        s = xp.where(free, xp.sign(a), zero)
     else:
         free = (a != lo) & (a != hi)
         s = zero
     Qa = Q @ a
-    L = float(xp.max(xp.sum(xp.abs(Q), axis=1))) if m else 0.0
+    L, bmax = _read(xp, xp.max(xp.sum(xp.abs(Q), axis=1)), xp.max(xp.abs(b)))
+    steps = xp.asarray([0.5**j for j in range(_LINE_STEPS)], dtype=Q.dtype, device=dev)
+    big = xp.asarray(math.inf, dtype=Q.dtype, device=dev)
     singular_seen = False
     for it in range(1, max_iter + 1):
         plo = xp.where(s > 0, 0.0, lo) if eps else lo  # bounds of each free coordinate's piece
         phi = xp.where(s < 0, 0.0, hi) if eps else hi
-        G = Qa - b + eps * s  # gradient of q on the current pieces
         idx = xp.nonzero(free)[0]
         at_min = idx.shape[0] == 0
         if not at_min:
+            G = Qa - b + eps * s if eps else Qa - b  # gradient of q on the current pieces
             d_f, is_newton = _face_direction(_submatrix(Q, idx, xp), -xp.take(G, idx), xp)
             singular_seen = singular_seen or not is_newton
-            d = xp.where(free, _scatter(free, d_f, xp), zero)
-            if not bool(xp.any(d != 0)):
-                at_min = True
-        if not at_min:
-            Qd = Q @ d
-            q0 = _qp_obj(a, Qa, b, eps, xp)
+            d = _scatter_idx(idx, d_f, m, xp)
             target = a + d
             proj = xp.minimum(xp.maximum(target, plo), phi)
-            clipped = xp.any(proj != target)
-            if is_newton and not bool(clipped):
-                a, Qa = target, Qa + Qd  # the face minimiser
+            moved, clipped = _read(xp, xp.any(d != 0), xp.any(proj != target))
+            if not moved:
+                at_min = True
+            elif is_newton and not clipped:
+                a, Qa = target, Qa + Q @ d  # the face minimiser
                 at_min = True
             else:
-                # projected search along the arc P(a + t·d), t = 1, 1/2, …: many bounds at once
+                q0 = _qp_obj(a, Qa, b, eps, xp)
                 accepted = False
-                t = 1.0
-                for _ in range(8 if is_newton else 0):
-                    target = a + t * d
-                    proj = xp.minimum(xp.maximum(target, plo), phi)
-                    Qp = Q @ proj
-                    if _qp_obj(proj, Qp, b, eps, xp) < q0:
-                        accepted = True
-                        break
-                    t *= 0.5
+                if is_newton:
+                    P = xp.minimum(xp.maximum(a[:, None] + d[:, None] * steps[None, :], plo[:, None]), phi[:, None])
+                    QP = Q @ P
+                    lower = xp.astype(_qp_obj(P, QP, b[:, None], eps, xp) < q0, xp.int32)
+                    # the first accepted step (argmax returns the first maximum), if any: one host read
+                    j, accepted = _read(xp, xp.argmax(lower), xp.max(lower))
+                    j = int(j)
                 if accepted:
+                    proj, target = P[:, j], a + steps[j] * d
                     hit = free & (proj != target)
-                    a, Qa = proj, Qp
+                    a, Qa = proj, QP[:, j]
                 else:  # ratio test: longest step along d inside the pieces
-                    big = xp.asarray(math.inf, dtype=a.dtype, device=device_of(a))
                     room = xp.where(d > 0, phi - a, xp.where(d < 0, plo - a, big))
                     ratio = xp.where(d != 0, room / xp.where(d != 0, d, 1.0), big)
-                    t = float(xp.min(ratio))
+                    t, = _read(xp, xp.min(ratio))
                     if is_newton:
                         t = min(t, 1.0)
                     if not math.isfinite(t):
@@ -478,21 +613,19 @@ def _active_set_qp(Q, b, lo, hi, eps, a, max_iter, xp):
             up, down = G0, -G0
         up = xp.where(free | (a >= hi), 0.0, up)
         down = xp.where(free | (a <= lo), 0.0, down)
-        scale = L * float(xp.max(xp.abs(a))) + float(xp.max(xp.abs(b))) + eps
-        thr = 1e3 * m * dtype_eps * scale
-        viol = xp.maximum(-up, -down)
-        viol = xp.where(free, 0.0, viol)
-        n_viol = int(xp.sum(xp.astype(viol > thr, xp.int64)))
+        thr = 1e3 * m * dtype_eps * (L * xp.max(xp.abs(a)) + bmax + eps)
+        viol = xp.where(free, 0.0, xp.maximum(-up, -down))
+        n_viol, = _read(xp, xp.sum(xp.astype(viol > thr, xp.int64)))
         if n_viol == 0:
             return a, it, True
         # release many at once while the face systems are nonsingular (few SVs: few rounds);
         # one at a time once Q_FF was singular (low-rank K), as the classical active-set method
-        k = 1 if singular_seen else min(n_viol, max(16, int(idx.shape[0])))
+        k = 1 if singular_seen else min(int(n_viol), max(16, int(idx.shape[0]), m // 8))
         cut = xp.sort(viol)[m - k]
         release = (viol >= cut) & (viol > thr)
-        new_sign = xp.where(-up >= -down, xp.ones_like(up), -xp.ones_like(up))
         free = free | release
         if eps:  # a released coordinate stays in the piece it sits at (0 only: the descent side)
+            new_sign = xp.where(-up >= -down, xp.ones_like(up), -xp.ones_like(up))
             s = xp.where(release, xp.where(a > 0, 1.0, xp.where(a < 0, -1.0, new_sign)), s)
     return a, max_iter, False
 
@@ -520,59 +653,60 @@ def _qp_bounds(y, loss, lam_sum, xp):
 
 
 def _chunked_qp(K, y, lo, hi, eps, shift, gap_fn, tol, max_iter, xp, alpha0=None, chunk=None):
-    """Box QP over all n coordinates by chunking: exact active-set solves on a growing working set.
+    """Box QP over all n coordinates: exact active-set solves on a working set W (chunking with shrinking).
 
-    Coordinates outside the working set W are held at 0 (always feasible).
-    After each exact solve on W, the duality gap of the full problem is
-    evaluated; if it exceeds the tolerance, the coordinates violating their
-    optimality condition at 0 most are added to W (at least ``chunk``, at most
-    doubling |W|).  W only grows, so the loop ends in at most n rounds; the gap
-    certifies the result.  Returns (alpha, g, total inner iterations, converged).
+    Coordinates outside W are held at 0 (always feasible).  Each round solves the QP on W
+    exactly (:func:`_active_set_qp`, warm-started from the previous α and its free set), computes
+    g = Kα from the rows of the support only (|S|·n, not n²), evaluates the duality gap of the full
+    problem, and tests the optimality of αᵢ = 0 outside W with one prox step (KKT).  The next W is
+    W, plus the worst violators outside W (at least ``chunk``, at most |W| of them); once |W| exceeds
+    twice |S| + ``chunk`` (S the support), the zeros of W are dropped first (shrinking).  Each round that adds a violator lowers the objective
+    strictly (a violator is a descent direction), so no working set repeats and the loop ends; the gap
+    certifies the result.  All matrix work is in K's namespace on K's device; the host reads O(1)
+    scalars and the working-set size per round.  Returns (alpha, g, total inner iterations, converged).
     """
     n = K.shape[0]
+    dev = device_of(K)
     zero = xp.zeros_like(y)
-    tau = 1.0 / max(float(xp.max(xp.linalg.diagonal(K))) + shift, 1e-300)
+    tau = 1.0 / max(_read(xp, xp.max(xp.linalg.diagonal(K)))[0] + shift, 1e-300)
     chunk = chunk or min(n, 128)
-    if alpha0 is None or not bool(xp.any(alpha0 != 0)):
+    if alpha0 is None or not _read(xp, xp.any(alpha0 != 0))[0]:
         alpha = zero
-        inW = xp.arange(n, device=device_of(y)) % max(n // chunk, 1) == 0 if chunk < n else xp.ones(n, dtype=xp.bool)
+        inW = xp.arange(n, device=dev) % max(n // chunk, 1) == 0 if chunk < n else xp.ones(n, dtype=xp.bool, device=dev)
     else:
         alpha = alpha0
         inW = alpha != 0
     total = 0
     for _ in range(n + 1):
-        if bool(xp.all(inW)):
-            idx = None
-            a, its, _exact = _active_set_qp(K + shift * _eye(n, K, xp) if shift else K, y, lo, hi, eps, alpha, max_iter, xp)
-            alpha = a
-            g = K @ alpha
-        else:
-            idx = xp.nonzero(inW)[0]
-            K_rows = xp.take(K, idx, axis=0)  # contiguous rows; K is symmetric so columns = rowsᵀ
-            Qw = xp.take(K_rows, idx, axis=1)
-            if shift:
-                Qw = Qw + shift * _eye(idx.shape[0], Qw, xp)
-            a, its, _exact = _active_set_qp(Qw, xp.take(y, idx), xp.take(lo, idx), xp.take(hi, idx), eps,
-                                   xp.take(alpha, idx), max_iter, xp)
-            alpha = _scatter(inW, a, xp)
-            g = a @ K_rows  # = K α, α supported on W
+        idx = xp.nonzero(inW)[0]
+        m = idx.shape[0]
+        K_rows = xp.take(K, idx, axis=0) if m < n else K  # contiguous rows; K is symmetric
+        Qw = xp.take(K_rows, idx, axis=1) if m < n else K
+        if shift:
+            Qw = Qw + shift * _eye(m, Qw, xp)
+        a, its, _exact = _active_set_qp(Qw, xp.take(y, idx), xp.take(lo, idx), xp.take(hi, idx), eps,
+                                        xp.take(alpha, idx), max_iter, xp)
         total += its
+        alpha = _scatter_idx(idx, a, n, xp)
+        g = a @ K_rows  # = K α, α supported on W
         primal, dual = gap_fn(alpha, g)
         if primal - dual <= tol * max(1.0, primal):
             return alpha, g, total, True
-        if idx is None:
+        if m == n:
             return alpha, g, total, False
-        # optimality of αᵢ = 0 for i outside W: prox step from 0 must stay at 0
-        G = g + shift * alpha - y
-        step = -tau * G
+        # optimality of αᵢ = 0 for i outside W: the prox step from 0 must stay at 0
+        step = -tau * (g + shift * alpha - y)
         viol = xp.abs(xp.minimum(xp.maximum(_soft(step, tau * eps, xp) if eps else step, lo), hi))
-        viol = xp.where(inW, 0.0, viol)
-        n_viol = int(xp.sum(xp.astype(viol > 0, xp.int64)))
+        out = xp.where(inW, 0.0, viol)
+        n_viol, = _read(xp, xp.sum(xp.astype(out > 0, xp.int64)))
         if n_viol == 0:
             return alpha, g, total, False
-        k = min(n_viol, max(chunk, int(xp.sum(xp.astype(inW, xp.int64)))))
-        thr = xp.sort(viol)[n - k]
-        inW = inW | ((viol >= thr) & (viol > 0))
+        k = int(min(n_viol, max(chunk, m)))
+        thr = xp.sort(out)[n - k]
+        # shrinking: once W is large against the support, its zeros (optimal at 0) leave it
+        n_sv, = _read(xp, xp.sum(xp.astype(alpha != 0, xp.int64)))
+        keep = (alpha != 0) if m > 2 * (n_sv + chunk) else inW
+        inW = keep | ((out >= thr) & (out > 0))
     return alpha, g, total, False
 
 
