@@ -702,6 +702,12 @@ def fc(
     eqs. (6)–(8) up to the scalings tested in ``tests/test_kernels.py``).
     Cost: O(n1·n2·(d + depth)) time, O(n1·n2) output memory.
     """
+    if array_api_compat.is_dask_array(x1) or array_api_compat.is_dask_array(x2):  # one task per block, lazy
+        from .._dask import fc as _dask_fc
+
+        return _dask_fc(x1, x2, depth=depth, activation=activation, W_std=W_std, b_std=b_std, get=get, method=method,
+                        quadrature_points=quadrature_points, block_size=block_size, n_jobs=n_jobs, dtype=dtype,
+                        engine=engine)
     xp, x1, x2, depth, act, closed, Ws, bs = _prepare(x1, x2, depth, activation, W_std, b_std, dtype, "fc")
     if method not in ("closed", "quadrature"):
         raise InvalidParameterError(f"The 'method' parameter of fc must be 'closed' or 'quadrature'. Got {method!r} instead.")

@@ -1,0 +1,333 @@
+r"""Kernel ridge regression by preconditioned conjugate gradients (only Gram mat-vecs).
+
+The squared loss of seed 000 eq. (7), L(β) = (λ/2)‖β‖² + Σᵢ (g(xᵢ) − yᵢ)² (no ½, the convention of
+:mod:`ntkref.machines`), has the closed form α* = (K + μI)⁻¹y with μ = λ/2 (λ in the sum convention;
+``reduction="mean"``: λ_sum = n·λ).  :func:`solve_cg` reaches it by conjugate gradients on
+A = K + μI, which needs K only through products K·v — a Gram that lives on a cluster, or on disk, never has
+to be in one process (:mod:`ntkref._dask`: one task per block of the upper triangle per product).
+
+Stopping rule and certificates.  CG stops when the *recomputed* residual r = y − (K + μI)α (one more
+product, not the recurrence, which drifts) satisfies ‖r‖₂ ≤ tol·‖y‖₂.  Then, exactly (K ⪰ 0):
+
+- ‖α − α*‖₂ = ‖(K + μI)⁻¹r‖₂ ≤ ‖r‖₂/μ (``alpha_error_bound``);
+- the duality gap of (7) is P(α) − D(α) = ‖g − y + μα‖₂² = ‖r‖₂² (g = Kα; D the Fenchel dual of
+  :func:`ntkref.machines.dual_objective`), so ‖β − β*‖_H ≤ √(2‖r‖²/λ) (``beta_error_bound``, as for
+  every :class:`~ntkref.machines.KernelMachine`); also ‖β − β*‖_H² = (α−α*)ᵀK(α−α*) ≤ ‖r‖²/(4μ).
+
+The attainable residual is about eps·‖K + μI‖·‖α‖/‖y‖ ≤ eps·(λ_max(K) + μ)/μ (eps of the vectors' dtype:
+float64 on Dask, K's dtype otherwise); a ``tol`` below it is not reached (ConvergenceWarning).
+
+Preconditioners (M ≈ (K + μI)⁻¹, symmetric positive definite):
+
+- ``"nystrom"`` (default): randomized Nyström (Frangella, Tropp & Udell 2023, "Randomized Nyström
+  preconditioning", SIAM J. Matrix Anal. Appl. 44(2), Alg. 2.1 with a column sketch): ``rank`` columns
+  C = K[:, S] chosen uniformly at random, W = C[S, :] = VDVᵀ, B = C·V_k·D_k^{-1/2} over the eigenvalues
+  above m·eps·max D (so K̂ = BBᵀ = CW⁺Cᵀ), B = UΣ (thin SVD), Λ = Σ²;
+  M = (Λ_min + μ)·U(Λ + μI)⁻¹Uᵀ + (I − UUᵀ).  One pass over K for the columns, then O(n·rank) per step.
+- ``"jacobi"``: M = diag(K + μI)⁻¹.
+- ``None``: plain CG.
+
+Where it runs.  Array-API K (NumPy, CuPy, torch, ...): every vector is an array of K's namespace on K's
+device, with two host reads (dot products) per iteration.  Dask K: the vectors are NumPy float64 on the
+client (n floats), each product is one graph over the blocks on and above the diagonal
+(:func:`ntkref._dask.symmetric_matvec`: K is taken as symmetric, its lower blocks are not read), and
+``alpha_``/``train_output_`` are returned as Dask arrays chunked like K's rows.  Persist K
+(``client.persist``) or store it (:func:`ntkref._dask.store_gram`) first: a lazy Gram is recomputed at
+every product.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+
+import array_api_compat
+
+from ._backend import device_of, namespace, to_numpy
+from ._validation import InvalidParameterError, check_array, check_int, check_option, check_real
+from .machines import ConvergenceWarning, KernelMachine
+from .machines import _check_gram
+from . import losses as _losses
+
+__all__ = ["KRRMachine", "solve_cg", "fit_cg", "PRECONDITIONERS"]
+
+PRECONDITIONERS = ("nystrom", "jacobi", None)
+
+
+@dataclass
+class KRRMachine(KernelMachine):
+    """A :class:`~ntkref.machines.KernelMachine` for the squared loss, with the CG certificate.
+
+    Extra attributes
+    ----------------
+    residual : float
+        ‖y − (K + μI)α‖₂/‖y‖₂, recomputed with one more product after the last step (0 if y = 0).
+    tol : float
+        The relative residual asked for; ``converged`` is ``residual ≤ tol``.
+    alpha_error_bound : float
+        ‖r‖₂/μ ≥ ‖α − α*‖₂.
+    preconditioner : str or None
+    rank : int
+        The Nyström rank kept (0 for the others).
+    """
+
+    residual: float = math.nan
+    tol: float = math.nan
+    alpha_error_bound: float = math.nan
+    preconditioner: object = None
+    rank: int = 0
+
+
+# ----------------------------------------------------------------------------------- the operator
+
+
+class _ArrayGram:
+    """K of an array-API namespace: vectors of K's namespace, dtype and device."""
+
+    def __init__(self, K):
+        self.K = K
+        self.xp = namespace(K)
+        self.n = K.shape[0]
+        self.dtype = K.dtype
+
+    def vector(self, v):
+        return v
+
+    def matvec(self, v):
+        return self.K @ v
+
+    def diagonal(self):
+        return self.xp.linalg.diagonal(self.K)
+
+    def columns(self, idx):
+        return self.xp.take(self.K, self.xp.asarray(idx, device=device_of(self.K)), axis=1)
+
+    def result(self, v):
+        return v
+
+
+class _DaskGram:
+    """A square Dask Gram: vectors are NumPy float64 on the client, products are graphs of block tasks."""
+
+    def __init__(self, K):
+        from . import _dask
+
+        self._dask = _dask
+        self.K = _dask._check_square(K, "krr.solve_cg")
+        self.xp = array_api_compat.array_namespace(__import__("numpy").zeros(0))
+        self.n = K.shape[0]
+        self.dtype = self.xp.float64
+
+    def vector(self, v):
+        import numpy as np
+
+        return np.asarray(to_numpy(v.compute() if self._dask.is_dask(v) else v), dtype=np.float64)
+
+    def matvec(self, v):
+        return self._dask.symmetric_matvec(self.K, v)
+
+    def diagonal(self):
+        return self._dask.diagonal(self.K)
+
+    def columns(self, idx):
+        return self._dask.columns(self.K, idx)
+
+    def result(self, v):
+        return self._dask._da().from_array(v, chunks=(self.K.chunks[0],))
+
+
+# ------------------------------------------------------------------------------- preconditioners
+
+
+def _nystrom(op, mu, rank, seed, xp):
+    """(apply, kept rank) of the randomized Nyström preconditioner (module docstring)."""
+    import numpy as np
+
+    from ._compat import eigh
+
+    n = op.n
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    idx = np.sort(rng.choice(n, size=rank, replace=False))
+    C = op.columns(idx)
+    W = xp.take(C, xp.asarray(idx, device=device_of(C)), axis=0)
+    W = (W + xp.matrix_transpose(W)) / 2
+    d, V = eigh(W, xp)
+    d_host = to_numpy(d)
+    eps = float(xp.finfo(C.dtype).eps)
+    top = float(np.max(d_host)) if d_host.size else 0.0
+    keep = np.nonzero(d_host > rank * eps * top)[0] if top > 0 else np.zeros(0, dtype=np.int64)
+    if keep.size == 0:  # K vanishes on the sample: nothing to precondition
+        return (lambda r: r), 0
+    sel = xp.asarray(keep, device=device_of(C))
+    B = (C @ xp.take(V, sel, axis=1)) / xp.sqrt(xp.take(d, sel))
+    U, s, _ = xp.linalg.svd(B, full_matrices=False)
+    lam_hat = s * s
+    lam_min = float(xp.min(lam_hat))
+    coeff = (lam_min + mu) / (lam_hat + mu) - 1.0  # in (−1, 0]: M = I + U diag(coeff) Uᵀ ≻ 0
+
+    def apply(r):
+        return r + U @ (coeff * (xp.matrix_transpose(U) @ r))
+
+    return apply, int(keep.size)
+
+
+def _jacobi(op, mu, xp):
+    dg = op.diagonal() + mu
+    if not bool(xp.all(dg > 0)):
+        raise InvalidParameterError("The 'K' parameter of krr.solve_cg must have a non-negative diagonal (a Gram "
+                                    "matrix); diag(K) + lam/2 has a non-positive entry.")
+    return lambda r: r / dg
+
+
+# ------------------------------------------------------------------------------------------- solver
+
+
+def _dot(a, b, xp):
+    return float(xp.sum(a * b))
+
+
+def solve_cg(K, y, lam, *, reduction="sum", tol=None, max_iter=None, preconditioner="nystrom", rank=None,
+             seed=0):
+    r"""Kernel ridge regression α = (K + (λ/2)I)⁻¹y by preconditioned conjugate gradients.
+
+    The minimiser of seed 000 eq. (7) with the squared loss, as :func:`ntkref.machines.solve` with
+    ``loss="squared"`` computes by one dense solve; here K is used only through products K·v.
+
+    Parameters
+    ----------
+    K : array (n, n) or Dask array
+        Symmetric PSD Gram.  Array-API K is validated like ``machines.solve`` does (square, finite,
+        symmetric to √eps, then symmetrised; the PSD Cholesky is not run: CG refuses a K + μI that is not
+        positive definite along its search directions).  Dask K: see the module docstring.
+    y : array (n,)
+        Targets.
+    lam : float > 0
+        λ (``reduction`` convention).
+    reduction : {"sum", "mean"}
+    tol : float in (0, 1), optional
+        Relative residual ‖y − (K + μI)α‖₂/‖y‖₂ to reach.  Default 1e-8 (float64 vectors: Dask, or
+        float64 K), 1e-4 (float32 K).
+    max_iter : int, optional
+        CG steps at most (default 1000).
+    preconditioner : {"nystrom", "jacobi", None}
+    rank : int, optional
+        Nyström columns (default min(n, 200)).
+    seed : int or numpy.random.Generator
+        For the Nyström columns.
+
+    Returns
+    -------
+    KRRMachine
+        ``alpha_``, ``train_output_`` = Kα, the residual and its bounds, the duality gap (= ‖r‖², in the
+        ``reduction`` convention), ``n_iter`` (CG steps), ``converged`` (residual ≤ tol).
+
+    Raises
+    ------
+    InvalidParameterError
+        A parameter out of range; a non-finite y, or a product K·v with a non-finite entry (K non-finite or
+        overflowing: "K"); pᵀ(K + μI)p ≤ 0 for a search direction p (K is not positive semidefinite).
+    """
+    caller = "krr.solve_cg"
+    from . import _dask
+
+    check_option(reduction, "reduction", ("sum", "mean"), caller=caller)
+    check_option(preconditioner, "preconditioner", PRECONDITIONERS, caller=caller)
+    lam = check_real(lam, "lam", caller=caller, low=0.0, closed="neither")
+    if _dask.is_dask(K):
+        op = _DaskGram(K)
+        y_vec = check_array(op.vector(y), "y", caller=caller, ndim=1, xp=op.xp)
+    else:
+        K = _check_gram(K, caller, psd=False)
+        op = _ArrayGram(K)
+        y_vec = check_array(y, "y", caller=caller, ndim=1, xp=op.xp, like=K)
+        y_vec = op.xp.astype(y_vec, K.dtype) if y_vec.dtype != K.dtype else y_vec
+    xp, n = op.xp, op.n
+    if y_vec.shape[0] != n:
+        raise InvalidParameterError(f"The 'y' parameter of {caller} must have shape ({n},) to match K; got "
+                                    f"{tuple(y_vec.shape)}.")
+    lam_sum = lam * n if reduction == "mean" else lam
+    mu = lam_sum / 2
+    default_tol = 1e-8 if op.dtype == xp.float64 else 1e-4
+    tol = default_tol if tol is None else check_real(tol, "tol", caller=caller, low=0.0, high=1.0, closed="neither")
+    max_iter = 1000 if max_iter is None else check_int(max_iter, "max_iter", caller=caller, low=1)
+    rank = min(n, 200) if rank is None else check_int(rank, "rank", caller=caller, low=1, high=n)
+
+    kept = 0
+    if preconditioner == "nystrom":
+        precond, kept = _nystrom(op, mu, rank, seed, xp)
+    elif preconditioner == "jacobi":
+        precond = _jacobi(op, mu, xp)
+    else:
+        def precond(r):
+            return r
+
+    def A(v):
+        Av = op.matvec(v)
+        if not bool(xp.all(xp.isfinite(Av))):
+            raise InvalidParameterError(
+                f"The 'K' parameter of {caller} gives a non-finite product K·v (K has a non-finite entry, or its "
+                f"products overflow {'float64' if op.dtype == xp.float64 else 'float32'}); rescale K or y."
+            )
+        return Av + mu * v, Av
+
+    norm_y = math.sqrt(_dot(y_vec, y_vec, xp))
+    if not math.isfinite(norm_y):
+        raise InvalidParameterError(f"The 'y' parameter of {caller} is too large: ‖y‖ overflows; rescale it.")
+    alpha = xp.zeros_like(y_vec)
+    g = xp.zeros_like(y_vec)
+    r = y_vec
+    its, converged = 0, norm_y == 0.0
+    res = 0.0
+    if not converged:
+        z = precond(r)
+        p = z
+        rz = _dot(r, z, xp)
+        while its < max_iter:
+            its += 1
+            Ap, _ = A(p)
+            pAp = _dot(p, Ap, xp)
+            if not pAp > 0:
+                raise InvalidParameterError(
+                    f"The 'K' parameter of {caller} must be positive semidefinite: a search direction p has "
+                    f"pᵀ(K + (λ/2)I)p = {pAp:.3g} ≤ 0 at step {its}."
+                )
+            step = rz / pAp
+            alpha = alpha + step * p
+            r = r - step * Ap
+            if math.sqrt(_dot(r, r, xp)) <= tol * norm_y or its == max_iter:
+                Aa, g = A(alpha)  # the true residual, not the recurrence
+                r = y_vec - Aa
+                res = math.sqrt(_dot(r, r, xp)) / norm_y
+                if res <= tol:
+                    converged = True
+                    break
+            z = precond(r)
+            rz_new = _dot(r, z, xp)
+            p = z + (rz_new / rz) * p
+            rz = rz_new
+    r_norm2 = res * res * norm_y * norm_y
+    # certificate (module docstring): P − D = ‖g − y + μα‖² = ‖r‖², reported from r (no cancellation)
+    quad = _dot(alpha, g, xp)
+    primal = 0.5 * lam_sum * quad + _dot(g - y_vec, g - y_vec, xp)
+    dual = lam_sum * _dot(alpha, y_vec, xp) - lam_sum**2 / 4 * _dot(alpha, alpha, xp) - 0.5 * lam_sum * quad
+    kkt = float(xp.max(xp.abs(alpha - 2.0 * (y_vec - g) / lam_sum))) if n else 0.0
+    if not converged:
+        warnings.warn(
+            f"{caller}: conjugate gradients stopped at relative residual {res:.3g} > tol = {tol:.3g} after {its} "
+            f"steps (the attainable residual is about eps·(λ_max(K) + λ/2)/(λ/2); raise max_iter, rank or tol).",
+            ConvergenceWarning,
+            stacklevel=2,
+        )
+    div = n if reduction == "mean" else 1
+    return KRRMachine(
+        alpha_=op.result(alpha), loss=_losses.get("squared"), lam=lam, lam_sum=lam_sum, reduction=reduction,
+        primal_objective=primal / div, dual_objective=dual / div, duality_gap=r_norm2 / div,
+        kkt_residual=kkt, n_iter=its, converged=bool(converged), rkhs_norm_=math.sqrt(max(quad, 0.0)),
+        train_output_=op.result(g), residual=res, tol=tol, alpha_error_bound=math.sqrt(r_norm2) / mu,
+        preconditioner=preconditioner, rank=kept,
+    )
+
+
+def fit_cg(K, y, lam, **kwargs):
+    """Coefficients α of :func:`solve_cg` (same parameters)."""
+    return solve_cg(K, y, lam, **kwargs).alpha_
