@@ -123,6 +123,21 @@ def run_search(strategy, test, *, max_examples, seed, shrink=True):
     return None
 
 
+def _stop_at(kind, evaluate):
+    """A hypothesis test that behaves as measure mode's (same target) and stops at the first ``kind`` failure."""
+
+    def test(example):
+        scratch = Recorder()
+        scratch.start("hypothesis")
+        fails, score = evaluate(example, scratch)
+        _target(score)
+        for m in fails:
+            if m.kind == kind:
+                raise Found(m)
+
+    return test
+
+
 def check_mode(mode, caller):
     if mode not in MODES:
         raise InvalidParameterError(f"The 'mode' parameter of {caller} must be one of {MODES}. Got {mode!r} instead.")
@@ -204,16 +219,8 @@ def drive(check, *, strategy, evaluate, battery_cases, order, mode, max_examples
         source, first = rec.first[kind]
         minimal = None
         if source == "hypothesis" and shrink:
-            def test_kind(example, _kind=kind):
-                scratch = Recorder()
-                scratch.start("hypothesis")
-                fails, score = evaluate(example, scratch)
-                _target(score)
-                for m in fails:
-                    if m.kind == _kind:
-                        raise Found(m)
-
-            minimal = run_search(strategy, test_kind, max_examples=max_examples, seed=seed, shrink=True)
+            minimal = run_search(strategy, _stop_at(kind, evaluate), max_examples=max_examples, seed=seed,
+                                 shrink=True)
         summary.minimal = finish_example(minimal if minimal is not None else first, source)
         summary.worst.replay = replay_line(summary.worst.inputs, order)
     failure = None

@@ -563,3 +563,308 @@ def test_oracle_computes_on_the_env_device(name, monkeypatch):
         assert isinstance(K, np.ndarray) and isinstance(y, np.ndarray) and K.shape == (len(y), len(y))
     else:
         assert out.passed, str(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# measure mode, structured reports, verdict tolerance (issue 15)
+# ---------------------------------------------------------------------------------------------
+def _validate(instance, schema, path="$"):
+    """A small independent validator for the JSON Schema keywords REPORT_SCHEMA uses (type, enum, required,
+    properties, items, additionalProperties); returns a list of error strings."""
+    errors = []
+    types = {"object": dict, "array": list, "string": str, "boolean": bool, "null": type(None)}
+    if "type" in schema:
+        wanted = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+
+        def is_type(t):
+            if t == "number":
+                return isinstance(instance, (int, float)) and not isinstance(instance, bool) and math.isfinite(instance)
+            if t == "integer":
+                return isinstance(instance, int) and not isinstance(instance, bool)
+            return isinstance(instance, types[t])
+
+        if not any(is_type(t) for t in wanted):
+            return [f"{path}: {instance!r} is not of type {wanted}"]
+    if "enum" in schema and instance not in schema["enum"]:
+        errors.append(f"{path}: {instance!r} not in {schema['enum']}")
+    if isinstance(instance, dict):
+        for key in schema.get("required", []):
+            if key not in instance:
+                errors.append(f"{path}: missing {key!r}")
+        props = schema.get("properties", {})
+        for key, value in instance.items():
+            if key in props:
+                errors += _validate(value, props[key], f"{path}.{key}")
+            elif isinstance(schema.get("additionalProperties"), dict):
+                errors += _validate(value, schema["additionalProperties"], f"{path}.{key}")
+    if isinstance(instance, list) and "items" in schema:
+        for i, value in enumerate(instance):
+            errors += _validate(value, schema["items"], f"{path}[{i}]")
+    return errors
+
+
+def _replayed(line):
+    """The (x1, x2) tuple an '@example(...)' replay line stands for."""
+    assert line.startswith("@example((")
+    return eval(line[1:].split("  #")[0], {"np": np, "example": lambda *args: args[0]})  # noqa: S307
+
+
+def _all_floats_finite(obj):
+    if isinstance(obj, float):
+        return math.isfinite(obj)
+    if isinstance(obj, dict):
+        return all(_all_floats_finite(v) for v in obj.values())
+    if isinstance(obj, list):
+        return all(_all_floats_finite(v) for v in obj)
+    return True
+
+
+def test_measure_mode_collects_every_kind_with_minimal_examples_and_replay_lines(tmp_path):
+    # the naive recursion has two independent bugs: 0/0 = NaN at zero rows (and inf at norms ~1e150, where x·x
+    # overflows) and the arccos(clip) √eps loss near parallel rows; assert mode reports one, measure mode both
+    import json
+
+    cand = naive_candidate(2, zero_rows_nan=True)
+    kw = dict(depth=2, diag_tol=1e-11, offdiag_tol=1e-11, max_examples=60)
+    first = T.check_kernel(cand, raise_on_failure=False, **kw)
+    report = T.check_kernel(cand, mode="measure", raise_on_failure=False, **kw)
+    assert not report.passed and report.mode == "measure"
+    assert {"non_finite", "precision"} <= set(report.failures)
+    assert report.n_examples_by_source["hypothesis"] == 60 and report.n_examples_by_source["battery"] > 0
+    for kind in ("non_finite", "precision"):
+        s = report.failures[kind]
+        assert s.count >= 1 and s.n_entries >= s.count and s.minimal.kind == kind and s.worst.kind == kind
+        x1, x2 = _replayed(s.minimal.replay)
+        assert x1.shape[0] <= 2 and (x2 is None or x2.shape[0] == 1)  # reduced to the rows involved
+        np.testing.assert_array_equal(x1, s.minimal.inputs["x1"])
+        K = cand(x1, x2)
+        i, j = s.minimal.location
+        if kind == "non_finite":
+            assert not np.isfinite(K[i, j])
+        else:  # an independent mpmath value: the error is the √eps signature, above the tolerance, below 1e-4
+            a, c = x1[i], (x1 if x2 is None else x2)[j]
+            scale = math.sqrt(float(fc_pair(a, a, 2, 1.0, 0.0)[1]) * float(fc_pair(c, c, 2, 1.0, 0.0)[1]))
+            err = abs(K[i, j] - float(fc_pair(a, c, 2, 1.0, 0.0)[1])) / scale
+            assert 1e-11 < err <= 1e-4
+    # max_error is the worst finite error over the whole budget: the table's maximum, at least assert mode's
+    table = report.entry_table()
+    assert len(table) == report.n_entries
+    finite = [r["scaled_err"] for r in table if math.isfinite(r["candidate"]) and math.isfinite(r["scaled_err"])]
+    assert max(report.max_error.values()) == max(finite)
+    assert max(report.max_error.values()) >= max(first.max_error.values(), default=0.0)
+    assert report.n_non_finite == sum(not math.isfinite(r["candidate"]) for r in table) > 0
+    assert all(math.isfinite(v) for v in report.max_error.values())
+    # JSON: strict (no NaN), schema-valid, non-finite values listed apart
+    d = report.to_dict()
+    text = json.dumps(d, allow_nan=False)
+    assert _validate(json.loads(text), T.REPORT_SCHEMA) == []
+    assert _all_floats_finite(d)
+    assert d["n_non_finite"] == report.n_non_finite and d["non_finite"][0]["value"] in ("nan", "inf", "-inf")
+    assert d["failures"]["non_finite"]["minimal"]["candidate_value"] is None
+    assert d["failures"]["non_finite"]["minimal"]["non_finite"]["candidate_value"] in ("nan", "inf", "-inf")
+    assert all(e["kind"] != "ok" for e in d["entries"]) and len(d["entries"]) == sum(
+        s.n_entries for s in report.failures.values())
+    full = report.to_dict(entries="all")
+    assert _validate(full, T.REPORT_SCHEMA) == [] and len(full["entries"]) == report.n_entries
+    # the validator is not vacuous
+    bad = json.loads(text)
+    bad["n_examples"] = "60"
+    bad["failures"]["precision"]["worst"]["error"] = "1e-9"
+    assert len(_validate(bad, T.REPORT_SCHEMA)) == 2
+    # CSV: one line per entry, numbers round-trip exactly
+    import csv
+
+    path = tmp_path / "entries.csv"
+    report.to_csv(path)
+    with open(path, newline="") as fh:
+        rows = list(csv.reader(fh))
+    assert tuple(rows[0]) == T.ENTRY_COLUMNS and len(rows) == report.n_entries + 1
+    k = T.ENTRY_COLUMNS.index("scaled_err")
+    assert [float(r[k]) for r in rows[1:]] == [r["scaled_err"] for r in table]
+    report.to_json(tmp_path / "r.json")
+    assert _validate(json.loads((tmp_path / "r.json").read_text()), T.REPORT_SCHEMA) == []
+
+
+def test_verdict_tolerance_is_at_least_ntkrefs_certified_bound():
+    # with a user tolerance of 0 an exact (50-digit mpmath) candidate still passes: every entry is judged with
+    # ntkref's certified 1e-13 (tests/test_kernels.py), and the report says so entry by entry
+    report = T.check_kernel(mp_candidate(1), depth=1, diag_tol=0.0, offdiag_tol=0.0, max_examples=12,
+                            mode="measure", battery=True)
+    assert report.passed and report.tolerance["ntkref_bound"] == 1e-13
+    assert report.tolerance_counts == {"user": 0, "ntkref": report.n_entries} and report.n_entries > 50
+    assert all(r["tolerance_source"] == "ntkref" and r["tolerance"] == 1e-13 for r in report.entry_table())
+    # a user tolerance above the bound is the one used
+    loose = T.check_kernel(mp_candidate(1), depth=1, diag_tol=1e-12, offdiag_tol=1e-12, max_examples=3,
+                           mode="measure", battery=False)
+    assert loose.tolerance_counts["ntkref"] == 0 and loose.tolerance_counts["user"] == loose.n_entries
+    # a candidate off by 1e-14 of the scale fails a zero user tolerance only without the bound (custom reference)
+    def off(x1, x2=None):
+        return fc(x1, x2, depth=1).ntk * (1 + 1e-14)
+
+    def ref(x1, x2=None):
+        return fc(x1, x2, depth=1).ntk
+
+    gen = T.generic_kernel_inputs(symmetric=True)
+    assert not T.check_kernel(off, reference=ref, inputs=gen, diag_tol=0.0, offdiag_tol=0.0, max_examples=3,
+                              raise_on_failure=False).passed
+    assert T.check_kernel(off, reference=ref, reference_bound=1e-13, inputs=gen, diag_tol=0.0, offdiag_tol=0.0,
+                          max_examples=3).passed
+
+
+def test_convention_failures_get_a_hint():
+    def doubled(x1, x2=None):  # W_std = √2 instead of 1 at depth 0: Θ doubled
+        return 2 * fc(x1, x2, depth=0).ntk
+
+    r = T.check_kernel(doubled, depth=0, inputs=MODERATE, max_examples=10, raise_on_failure=False)
+    assert r.failure.kind == "convention" and "2 × reference" in r.failure.hint
+
+    def nngp_instead(x1, x2=None):
+        return fc(x1, x2, depth=2).nngp
+
+    r = T.check_kernel(nngp_instead, depth=2, inputs=MODERATE, max_examples=10, raise_on_failure=False)
+    assert r.failure.kind == "convention" and "NNGP" in r.failure.hint
+
+
+def test_fixed_size_reference_is_called_on_the_actual_inputs_only():
+    x = np.random.default_rng(0).standard_normal((3, 4))
+
+    def fixed(x1, x2=None):  # a reference that only accepts 3×4 inputs (e.g. a precomputed table)
+        assert x1.shape == (3, 4) and (x2 is None or x2.shape == (3, 4))
+        return fc(x1, x2, depth=1).ntk
+
+    report = T.check_kernel(fixed, reference=fixed, inputs=st.just((x, None)), max_examples=1)
+    assert report.passed and report.n_examples_by_source == {"hypothesis": 1}
+
+
+def test_measure_mode_for_fit_dynamics_and_certificates():
+    pytest.importorskip("ntkref.machines")
+
+    def krr_wrong(K, y, lam):  # the ½-convention formula: solves the problem with λ′ = 2λ
+        return np.linalg.solve(K + lam * np.eye(len(y)), y)
+
+    r = T.check_fit(krr_wrong, loss="squared", lam=0.3, max_examples=6, mode="measure", raise_on_failure=False)
+    # the problems fail (all but degenerate ones, e.g. y = 0); large objective gaps are 'convention', small ones
+    # (small K) 'precision'; each minimal example is explained by the λ′ = 2λ slip
+    assert set(r.failures) <= {"convention", "precision"} and sum(s.count for s in r.failures.values()) >= 4
+    assert all("2*lam" in s.minimal.hint for s in r.failures.values())
+    assert r.tolerance_counts["user"] + r.tolerance_counts["ntkref"] == 6
+    assert _validate(r.to_dict(), T.REPORT_SCHEMA) == []
+
+    def flow_half(K, y, lam, times):  # the ½ squared loss: factor 1 instead of 2 in the flow
+        from scipy.linalg import expm
+
+        n = len(y)
+        A = np.zeros((n + 1, n + 1))
+        A[:n, :n] = -lam * np.eye(n) - K
+        A[:n, n] = y
+        return np.array([K @ expm(A * t)[:n, n] for t in times])
+
+    r = T.check_dynamics(flow_half, loss="squared", lam=0.2, max_examples=4, mode="measure", shrink=False,
+                         raise_on_failure=False)
+    assert not r.passed and "convention" in r.failures and r.max_error["outputs"] > 1e-3
+    assert set(r.failures) <= {"convention", "precision"} and r.failures["convention"].minimal.kind == "convention"
+
+    def overclaims(alpha, x_train, x_test):
+        return 3 * np.max(np.abs(x_test), axis=1)
+
+    r = T.check_certificate(overclaims, max_examples=4, compare_reference=False, mode="measure", shrink=False,
+                            raise_on_failure=False)
+    assert set(r.failures) == {"soundness"} and r.failures["soundness"].minimal.kind == "soundness"
+    assert _validate(r.to_dict(), T.REPORT_SCHEMA) == []
+    with pytest.raises(ValueError):
+        T.check_fit(krr_wrong, loss="squared", mode="fast")
+
+
+# ---------------------------------------------------------------------------------------------
+# images and check_cntk
+# ---------------------------------------------------------------------------------------------
+def _pixel_fc_mean(depth, readout="gap", which=1):
+    """Independent CNTK for filter_size = 1: every pixel is an FC net over the channels (Σ⁽⁰⁾ = x·x′/C), so
+    the CNTK is the mean of 50-digit mpmath FC kernels over all pixel pairs (gap) or over p = p′ (flatten)."""
+    cache = {}
+
+    def pair(a, c):
+        key = (a.tobytes(), c.tobytes())
+        if key not in cache:
+            cache[key] = float(fc_pair(a, c, depth, 1.0, 0.0)[which])
+        return cache[key]
+
+    def kernel(x1, x2=None):
+        x2 = x1 if x2 is None else x2
+        out = np.empty((len(x1), len(x2)))
+        for i, a in enumerate(x1):
+            pa = a.reshape(a.shape[0], -1).T
+            for j, b in enumerate(x2):
+                pb = b.reshape(b.shape[0], -1).T
+                if readout == "gap":
+                    out[i, j] = np.mean([pair(u, v) for u in pa for v in pb])
+                else:
+                    out[i, j] = np.mean([pair(u, v) for u, v in zip(pa, pb)])
+        return out
+
+    return kernel
+
+
+def test_images_reach_the_adversarial_cases():
+    xs = _sample(T.images(n=(2, 4), channels=(1, 3), height=(2, 3), width=(2, 3)), 200)
+    seen = set()
+    for x in xs:
+        assert x.ndim == 4 and np.all(np.isfinite(x)) and np.max(np.abs(x)) <= 4e100
+        flat = x.reshape(len(x), -1)
+        for i in range(len(x)):
+            for j in range(len(x)):
+                if i != j and np.any(flat[i]) and np.array_equal(flat[i], -flat[j]):
+                    seen.add("x and -x")
+        if any(np.all(v == v.flat[0]) and v.flat[0] != 0 for v in x):
+            seen.add("constant")
+        if any(np.any(np.all(v == 0, axis=0)) and np.any(v) for v in x):
+            seen.add("zero pixel")
+        m = np.max(np.abs(flat), axis=1)
+        if np.any((m > 0) & (m < 1e-50)) or np.any(m > 1e50):
+            seen.add("extreme scale")
+        for v in x:  # pixels parallel across channels with unequal norms (C ≥ 2)
+            p = v.reshape(v.shape[0], -1).T
+            nz = p[np.linalg.norm(p, axis=1) > 0]
+            if v.shape[0] >= 2 and len(nz) >= 2 and np.linalg.matrix_rank(nz) == 1 and len(
+                    set(np.round(np.linalg.norm(nz, axis=1) / np.linalg.norm(nz[0]), 12))) > 1:
+                seen.add("parallel pixels, unequal norms")
+    assert seen == {"x and -x", "constant", "zero pixel", "extreme scale", "parallel pixels, unequal norms"}
+    nhwc = _sample(T.images(channels=3, height=2, width=4, layout="NHWC"), 5)
+    assert all(x.shape[1:] == (2, 4, 3) for x in nhwc)
+    names = [c[0] for c in T.hard_images()]
+    assert "x and -x" in names and "parallel pixels of unequal norm" in names and "scales 1e+-k" in names
+
+
+@pytest.mark.parametrize("readout", ["gap", "flatten"])
+def test_check_cntk_passes_an_independent_candidate_within_ntkrefs_bound(readout):
+    # filter_size = 1: an independent route (mpmath FC kernels per pixel pair); the user tolerance 1e-12 is
+    # below ntkref's documented CNTK bound on parallel pixel pairs of unequal norm, so the bound must apply
+    cand = _pixel_fc_mean(1, readout)
+    report = T.check_cntk(cand, depth=1, readout=readout, filter_size=1, diag_tol=1e-12, offdiag_tol=1e-12,
+                          inputs=T.image_inputs(n1=(1, 2), n2=(1, 2), height=(1, 2), width=(1, 2)),
+                          battery=True, max_examples=8, mode="measure")
+    assert report.passed, str(report)
+    assert max(report.max_error.values()) <= report.tolerance["ntkref_bound"]
+    assert report.tolerance_counts == {"user": 0, "ntkref": report.n_entries}  # judged with ntkref's bound
+
+
+def test_check_cntk_catches_a_missing_one_over_C_and_reads_NHWC():
+    from ntkref.kernels import cntk
+
+    def times_c(x1, x2=None):  # Σ⁽⁰⁾ = x·x′ without 1/C (Arora's normalisation): Θ scaled by C
+        return x1.shape[1] * cntk(x1, x2, depth=1).ntk
+
+    small = T.image_inputs(n1=(1, 2), n2=(1, 2), height=(1, 3), width=(1, 3))
+    r = T.check_cntk(times_c, depth=1, inputs=small, max_examples=20, raise_on_failure=False)
+    assert r.failure.kind == "convention" and r.failure.inputs["x1"].shape[1] >= 2
+    c = r.failure.inputs["x1"].shape[1]
+    assert f"{c:g} × reference" in r.failure.hint
+
+    def nhwc(x1, x2=None):  # neural-tangents' layout: channels last
+        assert x1.shape[-1] <= 3
+        t = (0, 3, 1, 2)
+        return cntk(np.transpose(x1, t), None if x2 is None else np.transpose(x2, t), depth=1).ntk
+
+    assert T.check_cntk(nhwc, depth=1, layout="NHWC", inputs=T.image_inputs(height=(1, 2), width=(1, 2),
+                                                                           layout="NHWC"),
+                        diag_tol=0.0, offdiag_tol=0.0, max_examples=5).passed
