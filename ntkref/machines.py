@@ -41,9 +41,12 @@ directions when K is singular) on a growing working set (chunking) — array-API
 only.  Logistic: damped Newton, then one extra full Newton step.
 
 Devices.  Every array returned is on K's device.  The active-set solvers (hinge,
-squared hinge, ε-insensitive, hard margin) are sequences of small host decisions;
-for a namespace other than NumPy they run as one explicit host step (K and y
-copied to the host once, results copied back), identical to the NumPy solve.
+squared hinge, ε-insensitive, hard margin) run in K's namespace on K's device: the
+Gram mat-vecs, the working-set gathers and the face solves stay there, and the host
+reads a few stacked scalars per iteration (the decisions).  For a namespace other
+than NumPy and n ≤ 4096 they run instead as one explicit host step (K and y copied
+to the host once, results copied back), identical to the NumPy solve: there the
+synchronisations would cost more than the arithmetic.
 
 Exactness.  Every solve reports the duality gap P(α) − D(α̃) ≥ P(α) − P* (α̃ the
 dual point; α itself for the QPs).  P is λ-strongly convex in β, so
@@ -66,8 +69,12 @@ convention (official ``regression.py``: (Θ + (λ/2) I)⁻¹ y), i.e.
 
 Validation (every public function): K square, finite, symmetric to
 max|K − Kᵀ| ≤ √eps·max|K| (then symmetrised), and positive semidefinite to
-λ_min(K) ≥ −n·eps·‖K‖_F (tested by a Cholesky factorization of K + n·eps·‖K‖_F·I;
-``check_psd=False`` skips it, O(n³/3)); y of shape (n,), ±1 for classification
+λ_min(K) ≥ −δ, δ = n·eps·‖K‖_F: ``check_psd="cholesky"`` certifies it by a Cholesky
+factorization of K + δI (O(n³/3)); ``check_psd="lanczos"`` is a one-sided test (40
+Lanczos mat-vecs; a refusal comes with a vector u, uᵀKu < 0, acceptance is a stated
+probabilistic bound, see ``_check_psd``); the default ``check_psd=True`` ("auto") is the
+Cholesky certificate for n ≤ 4096 and the Lanczos test above; ``check_psd=False`` skips
+it; y of shape (n,), ±1 for classification
 losses; λ > 0 (λ = 0 only for the squared loss, with K nonsingular).  A K whose
 squared entries overflow is refused by the PSD check.  Finite or error: a solve
 (:func:`solve`, :func:`fit`, :func:`hard_margin_svm`) whose objective, duality gap,
@@ -81,8 +88,8 @@ entries in single precision, so even at ``tol=1e-12`` its decision values agree
 with an exact solution only to ~1e-5 relative (tests/test_machines.py compares
 on a point-symmetric data set, where its bias is 0 and the problems coincide).
 
-Cost (n = 2000 MNIST 0/1 NTK, λ = 0.064, one core): validation ~20 ms, PSD
-Cholesky ~220 ms, hinge solve ~25–40 ms (``validation/bench/bench_machines.py``).
+Cost: ``validation/bench/bench_machines.py`` measures validation, the PSD tests and the
+solves against scikit-learn's SVC in one run (JSON output).
 """
 from __future__ import annotations
 
@@ -868,8 +875,11 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
         1e-4 (float32).
     max_iter : int, optional
         Iteration cap of the Newton loop (default 200) / of each active-set solve (default max(1000, 10n)).
-    check_psd : bool
-        Verify K ⪰ 0 by Cholesky (O(n³/3)); default True.
+    check_psd : bool or {"auto", "cholesky", "lanczos"}
+        Verify K ⪰ 0 (to −n·eps·‖K‖_F): "cholesky" certifies it (O(n³/3)); "lanczos" refuses K
+        only with a proof of a negative eigenvalue, in 40 mat-vecs (O(40·n²)), and may accept an
+        indefinite K (bound in the module's ``_check_psd``); True (default) = "auto": Cholesky for
+        n ≤ 4096, Lanczos above; False skips it.
 
     Returns
     -------
@@ -883,12 +893,13 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
     Accuracy: the duality gap bounds the error (module docstring); active-set solutions are
     exact to rounding (relative gap ~1e-15 in float64, ~1e-6 in float32 at n ~ 100).
 
-    Where it runs: validation (symmetry, the PSD Cholesky) runs in K's namespace on K's device;
-    so do the squared loss (one solve) and the logistic Newton loop (dense solves, a few host
-    reads per iteration).  The active-set solver of ``hinge``, ``squared_hinge`` and
-    ``epsilon_insensitive`` is an explicit host step when K is not a NumPy array: K and y are
-    copied to the host once, solved by the NumPy code, and ``alpha_``/``train_output_`` are
-    copied back to K's device, so the result is the NumPy solve's, bit for bit.
+    Where it runs: validation (symmetry, the PSD test), the squared loss (one solve), the
+    logistic Newton loop and the active-set solver of ``hinge``, ``squared_hinge`` and
+    ``epsilon_insensitive`` run in K's namespace on K's device, reading a few stacked scalars
+    per iteration.  For a non-NumPy K with n ≤ 4096 the active-set solver is instead an explicit
+    host step: K and y are copied to the host once, solved by the NumPy code, and
+    ``alpha_``/``train_output_`` are copied back to K's device (the NumPy solve's result, bit
+    for bit).
     """
     caller = "machines.solve"
     K, y, loss, lam, lam_sum, xp = _prepare(K, y, loss, lam, reduction, caller, psd=check_psd)
@@ -988,9 +999,8 @@ def hard_margin_svm(K, y, *, tol=None, max_iter=None, C_max=None, check_psd=True
 
     Notes
     -----
-    Validation runs on K's device; the soft-margin path (active-set solves) is an explicit host
-    step for non-NumPy namespaces, as in :func:`solve`: K and y are copied to the host once and
-    ``alpha_``/``train_output_`` are copied back to K's device.
+    Validation runs on K's device; so does the soft-margin path (active-set solves), except for a
+    non-NumPy K with n ≤ 4096, an explicit host step as in :func:`solve`.
     """
     caller = "machines.hard_margin_svm"
     loss = _losses.get("hinge")

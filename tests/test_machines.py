@@ -591,3 +591,193 @@ def test_unchecked_overflowing_gram_never_reports_converged(asxp):
                 assert "'K'" in str(exc), (loss, exc)
                 continue
         assert np.isfinite(m.duality_gap) and np.isfinite(m.primal_objective), loss
+
+
+# ------------------------------------------------------------------ PSD tests (issue 17): Cholesky certificate, Lanczos test
+
+
+def _with_spectrum(w, seed):
+    """V diag(w) Vᵀ, V a Haar-random orthogonal matrix: a symmetric matrix with eigenvalues w (to rounding)."""
+    n = len(w)
+    V, R = np.linalg.qr(np.random.default_rng(seed).standard_normal((n, n)))
+    V = V * np.sign(np.diag(R))
+    K = (V * w) @ V.T
+    return (K + K.T) / 2
+
+
+def _psd_refused(K, method, asxp):
+    try:
+        machines.solve(asxp(K), asxp(np.ones(K.shape[0])), "squared", 1.0, check_psd=method)
+    except InvalidParameterError as exc:
+        assert "positive semidefinite" in str(exc)
+        return True
+    return False
+
+
+def _kw_miss_bound(n, k, mu, delta, lam_max):
+    """Kuczyński–Woźniakowski (1992) Thm 4.2(a) for λ_max(K)·I − K: the probability that k Lanczos
+    steps from a uniform start leave the smallest Ritz value above −δ when λ_min(K) = −μ."""
+    if mu <= delta:
+        return 1.0
+    return min(1.0, 1.648 * np.sqrt(n) * np.exp(-(2 * k - 1) * np.sqrt((mu - delta) / (lam_max + mu))))
+
+
+@pytest.mark.parametrize("method", ["cholesky", "lanczos"])
+@pytest.mark.parametrize("case", ["barely_psd", "rank_deficient", "huge", "tiny", "zero_eigs_cluster"])
+def test_psd_tests_accept_psd_matrices(case, method, xp, asxp):
+    """No false refusals: PSD matrices (by construction; eigvalsh confirms λ_min ≥ −δ) are accepted by
+    both tests, including the hard cases for a Cholesky shift (singular, scaled by 1e±100)."""
+    n = 300
+    rng = np.random.default_rng(1)
+    if case == "barely_psd":
+        w = np.linspace(0.0, 2.0, n)
+        K = _with_spectrum(w, 2)
+    elif case == "rank_deficient":
+        X = rng.standard_normal((n, 7))
+        K = X @ X.T
+    elif case == "huge":
+        X = rng.standard_normal((n, 20))
+        K = 1e100 * (X @ X.T)
+    elif case == "tiny":
+        X = rng.standard_normal((n, 20))
+        K = 1e-100 * (X @ X.T)
+    else:  # many exact zeros and a wide positive spread
+        w = np.concatenate([np.zeros(n - 10), np.logspace(-3, 3, 10)])
+        K = _with_spectrum(w, 3)
+    delta = n * np.finfo(float).eps * np.linalg.norm(K)
+    assert np.linalg.eigvalsh(K)[0] >= -delta  # the premise, by an independent route
+    assert not _psd_refused(K, method, asxp)
+
+
+@pytest.mark.parametrize("method", ["cholesky", "lanczos"])
+@pytest.mark.parametrize("rel", [1e-2, 1e-5, 1e-9])
+def test_psd_tests_refuse_an_isolated_negative_eigenvalue(rel, method, xp, asxp):
+    """λ_min = −rel·‖K‖₂ with the rest of the spectrum in [1, 2]: at least 10δ, δ = n·eps·‖K‖_F ≈ 1e-12·‖K‖₂,
+    so both tests must refuse (Lanczos: the negative eigenvalue is isolated, and the K–W bound for this
+    spectrum is tiny for rel = 1e-2; a Krylov space meets an isolated extreme eigenvalue in a few steps)."""
+    n = 300
+    w = np.linspace(1.0, 2.0, n)
+    w[0] = -rel * 2.0
+    K = _with_spectrum(w, 4)
+    assert np.linalg.eigvalsh(K)[0] < -10 * n * np.finfo(float).eps * np.linalg.norm(K)
+    assert _psd_refused(K, method, asxp)
+
+
+def test_cholesky_psd_threshold_is_n_eps_frobenius(xp, asxp):
+    """The certificate's tolerance δ = n·eps·‖K‖_F, on both sides: λ_min = −δ/100 is accepted,
+    λ_min = −100δ refused (eigvalsh confirms both spectra)."""
+    n = 200
+    w = np.linspace(0.0, 1.0, n)
+    K0 = _with_spectrum(w, 5)
+    delta = n * np.finfo(float).eps * np.linalg.norm(K0)
+    for factor, refused in ((0.01, False), (100.0, True)):
+        w2 = w.copy()
+        w2[0] = -factor * delta
+        K = _with_spectrum(w2, 5)
+        lmin = np.linalg.eigvalsh(K)[0]
+        assert (lmin < -delta) == refused
+        assert _psd_refused(K, "cholesky", asxp) == refused
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_lanczos_refusal_is_a_proof_and_meets_its_bound(seed, xp, asxp):
+    """Adversarial spectra for Lanczos: a negative cluster near 0 under a wide positive spread
+    (λ ∈ [−μ, 0) ∪ [0, 1]).  (a) every refusal is right: eigvalsh finds λ_min < 0; (b) whenever the
+    documented Kuczyński–Woźniakowski bound puts the miss probability below 1e-6, it refuses."""
+    rng = np.random.default_rng(seed)
+    n = 400
+    mu = 10.0 ** rng.uniform(-6, 0)
+    w = np.concatenate([-mu * rng.uniform(0, 1, 5), rng.uniform(0, 1, n - 5)])
+    w[0] = -mu
+    K = _with_spectrum(w, 10 + seed)
+    lmin, lmax = np.linalg.eigvalsh(K)[[0, -1]]
+    delta = n * np.finfo(float).eps * np.linalg.norm(K)
+    refused = _psd_refused(K, "lanczos", asxp)
+    if refused:
+        assert lmin < 0
+    if _kw_miss_bound(n, machines._LANCZOS_STEPS, -lmin, delta, lmax) < 1e-6:
+        assert refused
+
+
+@pytest.mark.parametrize("value", ["eigh", "yes", 2.5])
+def test_check_psd_option_is_validated(value, xp, asxp):
+    with pytest.raises(InvalidParameterError, match="check_psd"):
+        machines.fit(asxp(_spd()), asxp(np.ones(4)), "hinge", 1.0, check_psd=value)
+
+
+def test_auto_psd_uses_lanczos_above_the_cholesky_size(monkeypatch, xp, asxp):
+    """check_psd=True is 'auto': with the Cholesky limit lowered below n, an indefinite K is still
+    refused (by the Lanczos test, whose message names it)."""
+    monkeypatch.setattr(machines, "_CHOLESKY_MAX_N", 10)
+    w = np.linspace(1.0, 2.0, 60)
+    w[0] = -0.5
+    with pytest.raises(InvalidParameterError, match="Lanczos"):
+        machines.fit(asxp(_with_spectrum(w, 6)), asxp(np.ones(60)), "squared", 1.0)
+
+
+# ------------------------------------------------------------------ working sets, shrinking, the device path
+
+
+def _rbf_classes(n, seed, sep=2.5):
+    rng = np.random.default_rng(seed)
+    y = np.where(rng.uniform(size=n) < 0.5, -1.0, 1.0)
+    X = rng.standard_normal((n, 3)) + sep * y[:, None] * np.array([1.0, 0.0, 0.0])
+    sq = np.sum(X**2, axis=1)
+    K = np.exp(-0.5 * np.maximum(sq[:, None] + sq[None, :] - 2 * X @ X.T, 0.0))
+    return (K + K.T) / 2, y
+
+
+def _hinge_kkt(K, y, alpha, lam, tol):
+    """The hinge dual's KKT conditions written out (independent of machines' residual)."""
+    C = 1 / lam
+    g = K @ alpha
+    a = y * alpha
+    assert np.all(a >= 0) and np.all(a <= C * (1 + 1e-15))
+    assert np.all(y[a == 0] * g[a == 0] >= 1 - tol)
+    mid = (a > 0) & (a < C * (1 - 1e-12))
+    np.testing.assert_allclose(y[mid] * g[mid], 1, atol=tol)
+    assert np.all(y[a >= C * (1 - 1e-12)] * g[a >= C * (1 - 1e-12)] <= 1 + tol)
+
+
+@pytest.mark.parametrize("lam", [0.1, 1e-3])
+def test_working_set_solve_is_exact_on_a_larger_problem(lam, xp, asxp, tonp):
+    """n = 1000 with few support vectors: several working-set rounds, shrinking of the zeros; the answer is
+    the exact optimum (KKT written out, duality gap ≤ 1e-12 relative, as exact as the full-problem solve)."""
+    K, y = _rbf_classes(1000, 7)
+    km = machines.solve(asxp(K), asxp(y), "hinge", lam)
+    assert km.converged and km.duality_gap <= 1e-12 * max(1.0, km.primal_objective)
+    _hinge_kkt(K, y, tonp(km.alpha_), lam, 1e-9)
+
+
+@pytest.mark.parametrize("name", ("hinge", "squared_hinge", "epsilon_insensitive"))
+def test_device_path_equals_the_host_solve(name, monkeypatch, xp, asxp, tonp):
+    """With the host-step size limit at 0 the active-set solver runs in the inputs' namespace and on
+    their device (a GPU at n > 4096): same optimum as the NumPy solve (objective to 1e-12, g to 1e-9),
+    arrays on the inputs' device."""
+    X, y = _problem(name, 300, 6, 21)
+    if name == "hinge":
+        K, y = _rbf_classes(300, 8, sep=1.0)
+    else:
+        K = X @ X.T
+    ref = machines.solve(K, y, _loss(name), 0.3)
+    monkeypatch.setattr(machines, "_HOST_MAX_N", 0)
+    got = machines.solve(asxp(K), asxp(y), _loss(name), 0.3)
+    assert got.converged
+    assert got.primal_objective == pytest.approx(ref.primal_objective, rel=1e-12, abs=1e-12)
+    np.testing.assert_allclose(tonp(got.train_output_), ref.train_output_, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(K @ tonp(got.alpha_), ref.train_output_, rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("case", ["solve-hinge", "solve-epsilon_insensitive", "hard_margin_svm"])
+def test_device_path_keeps_arrays_on_device1(case, monkeypatch):
+    """The on-device path (host step disabled) on array_api_strict's device1: every returned array there."""
+    monkeypatch.setattr(machines, "_HOST_MAX_N", 0)
+    strict, dev = _device1()
+    result = _device_cases()[case](lambda v: strict.asarray(v, device=dev))
+    import array_api_compat
+
+    arrays = list(_arrays_in(result))
+    assert arrays
+    for arr in arrays:
+        assert array_api_compat.array_namespace(arr) is strict
+        assert array_api_compat.device(arr) == dev
