@@ -378,14 +378,32 @@ def test_unavailable_backend_is_a_clear_error(data, capsys):
     assert not (tmp / "k.npy").exists()
 
 
-def test_compare_reports_non_finite_candidates(data, capsys):
-    tmp, *_ = data
-    run(["kernel", "--x1", tmp / "a.npy", "--out", tmp / "k.npy"], capsys)
-    K = np.load(tmp / "k.npy")
+def test_compare_reports_non_finite_candidates_apart(data, capsys):
+    """One NaN no longer turns every maximum into inf: the finite errors are summarised over the finite entries,
+    the NaN is counted and listed apart (issue 15)."""
+    import json
+
+    tmp, x1, _ = data
+    ref = _mp_kernel(x1, x1, 1)  # independent 50-digit values
+    K = ref.copy()
     K[0, 3] = np.nan
+    K[2, 4] = ref[2, 4] + 3e-9 * np.sqrt(ref[2, 2] * ref[4, 4])  # a finite error of 3e-9 in the normalised measure
     np.save(tmp / "nan.npy", K)
-    code, out = run(["compare", "--kind", "kernel", "--candidate", tmp / "nan.npy", "--x1", tmp / "a.npy"], capsys)
-    assert code == 1 and "worst at (0, 3)" in out.out and "inf" in out.out
+    code, out = run(["compare", "--kind", "kernel", "--candidate", tmp / "nan.npy", "--x1", tmp / "a.npy",
+                     "--report", tmp / "r.json"], capsys)
+    assert code == 1 and "worst at (0, 3)" in out.out
+    assert "1 non-finite candidate entry" in out.out and "(0, 3) nan" in out.out
+    rep = json.loads((tmp / "r.json").read_text())["arrays"]["ntk"]
+    assert rep["n_entries"] == 25 and rep["n_finite"] == 24 and rep["n_non_finite"] == 1
+    scaled = rep["errors"]["scaled"]
+    assert scaled["location"] == [2, 4] and scaled["max"] == pytest.approx(3e-9, rel=1e-4)  # not inf
+    assert rep["non_finite"][0]["row"] == 0 and rep["non_finite"][0]["col"] == 3
+    assert rep["non_finite"][0]["candidate"] is None and rep["non_finite"][0]["non_finite"]["candidate"] == "nan"
+    assert rep["groups"]["non_finite"]["count"] == 1 and rep["groups"]["precision"]["count"] == 1
+    assert rep["groups"]["precision"]["worst"][0]["row"] == 2 and rep["groups"]["precision"]["worst"][0]["col"] == 4
+    # the minimal example of a kernel entry is its pair of input rows
+    minimal = rep["groups"]["precision"]["minimal"]["inputs"]
+    assert minimal["x1_row"] == x1[2].tolist() and minimal["x2_row"] == x1[4].tolist()
 
 
 def test_cntk_family_round_trip_against_golden(tmp_path, capsys):
@@ -650,3 +668,207 @@ def test_kernel_inputs_beyond_the_representable_range_are_one_line_errors(tmp_pa
     assert code == 2
     _one_line_error(out, "'x1'", "representable range")
     assert _listing(tmp_path) == ["x.npy"]
+
+
+# ---------------------------------------------------------------------------------------------
+# compare: structured results (--report JSON, --csv), ntkref's bound in the verdict, convention hints (issue 15)
+# ---------------------------------------------------------------------------------------------
+_ENTRY_KEYS = {"row": (int,), "col": (int, type(None)), "candidate": (float, type(None)),
+               "reference": (float, type(None)), "abs_error": (float, type(None)),
+               "scaled_error": (float, type(None)), "tolerance": (float,), "tolerance_applied": (str,),
+               "ratio": (float, type(None)), "part": (str, type(None)), "group": (str,), "non_finite": (dict,)}
+
+
+def _check_entry(e):
+    for key, types in _ENTRY_KEYS.items():
+        assert isinstance(e[key], types), (key, e[key])
+    assert e["tolerance_applied"] in ("user", "ntkref")
+    assert e["group"] in ("ok", "non_finite", "convention", "precision")
+    for field, text in e["non_finite"].items():
+        assert e[field] is None and text in ("nan", "inf", "-inf")
+
+
+def _check_report_schema(rep, arrays):
+    """The documented schema of ntkref._compare (types of every field; numbers are numbers)."""
+    from ntkref import _compare
+
+    assert rep["schema"] == _compare.SCHEMA_VERSION and rep["command"] == "compare"
+    assert isinstance(rep["agree"], bool) and isinstance(rep["backend"], str)
+    assert isinstance(rep["reference"]["function"], str) and isinstance(rep["reference"]["params"], dict)
+    assert isinstance(rep["tolerance"]["rtol"], float) and isinstance(rep["tolerance"]["ntkref_bound_source"], str)
+    assert sorted(rep["arrays"]) == sorted(arrays)
+    assert all(isinstance(line, str) for line in rep["lines"])
+    for h in rep["hints"]:
+        assert isinstance(h["message"], str) and isinstance(h["hypothesis"], str)
+    for a in rep["arrays"].values():
+        for key in ("n_entries", "n_finite", "n_non_finite", "n_outside"):
+            assert isinstance(a[key], int)
+        assert a["n_finite"] + a["n_non_finite"] == a["n_entries"]
+        assert a["tolerance_applied"]["user"] + a["tolerance_applied"]["ntkref"] == a["n_entries"]
+        for stat in a["errors"].values():
+            assert isinstance(stat["max"], (float, type(None))) and isinstance(stat["median"], (float, type(None)))
+        for kind in ("non_finite", "convention", "precision"):
+            g = a["groups"][kind]
+            assert isinstance(g["count"], int)
+            for e in g["worst"]:
+                _check_entry(e)
+                assert e["group"] == kind
+        for e in a["non_finite"] + a["worst"]:
+            _check_entry(e)
+        assert a["n_outside"] == sum(a["groups"][k]["count"] for k in ("non_finite", "convention", "precision"))
+
+
+def test_compare_report_schema_and_csv_table(data, capsys):
+    """--report holds numbers in the documented schema, --csv one row per entry; both agree with an independent
+    recomputation of the errors from the mpmath reference."""
+    import csv
+    import json
+
+    tmp, x1, x2 = data
+    ref = _mp_kernel(x1, x2, 2)
+    d1 = np.array([float(fc_pair(a, a, 2, 1.0, 0.0)[1]) for a in x1])
+    d2 = np.array([float(fc_pair(c, c, 2, 1.0, 0.0)[1]) for c in x2])
+    scale = np.sqrt(np.outer(d1, d2))
+    K = ref.copy()
+    K[1, 2] += 4e-9 * scale[1, 2]
+    K[3, 0] = np.inf
+    np.save(tmp / "c.npy", K)
+    code, out = run(["compare", "--kind", "kernel", "--candidate", tmp / "c.npy", "--x1", tmp / "a.npy", "--x2",
+                     tmp / "b.npy", "--depth", 2, "--report", tmp / "r.json", "--csv", tmp / "r.csv"], capsys)
+    assert code == 1
+    rep = json.loads((tmp / "r.json").read_text())
+    _check_report_schema(rep, ["ntk"])
+    a = rep["arrays"]["ntk"]
+    assert a["n_outside"] == 2 and a["errors"]["scaled"]["location"] == [1, 2]
+    assert a["errors"]["scaled"]["max"] == pytest.approx(4e-9, rel=1e-4)
+    assert a["non_finite"][0]["non_finite"]["candidate"] == "inf"
+    with open(tmp / "r.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    from ntkref import _compare
+
+    assert tuple(rows[0]) == _compare.CSV_COLUMNS and len(rows) == K.size
+    for r in rows:
+        i, j = int(r["row"]), int(r["col"])
+        assert float(r["reference"]) == pytest.approx(ref[i, j], rel=1e-13, abs=1e-13 * scale[i, j])
+        outside = (i, j) in ((1, 2), (3, 0))
+        assert int(r["outside"]) == outside and r["group"] == ("ok" if not outside else
+                                                              "non_finite" if (i, j) == (3, 0) else "precision")
+        if not outside:
+            assert float(r["scaled_error"]) <= 1e-13  # ntkref vs mpmath: within ntkref's bound
+    assert rows[3 * 4 + 0]["candidate"] == "inf" and rows[3 * 4 + 0]["scaled_error"] == "inf"
+
+
+def test_compare_get_both(data, capsys):
+    import json
+
+    tmp, x1, x2 = data
+    nngp, ntk = _mp_kernel(x1, x2, 2, which=0), _mp_kernel(x1, x2, 2, which=1)
+    np.savez(tmp / "both.npz", nngp=nngp, ntk=ntk)
+    base = ["compare", "--kind", "kernel", "--get", "both", "--x1", tmp / "a.npy", "--x2", tmp / "b.npy",
+            "--depth", 2, "--rtol", 1e-13]
+    code, out = run(base + ["--candidate", tmp / "both.npz", "--report", tmp / "r.json"], capsys)
+    assert code == 0, out.out
+    rep = json.loads((tmp / "r.json").read_text())
+    _check_report_schema(rep, ["nngp", "ntk"])
+    bad = nngp.copy()
+    bad[0, 1] *= 1 + 1e-6
+    np.savez(tmp / "bad.npz", nngp=bad, ntk=ntk)
+    code, out = run(base + ["--candidate", tmp / "bad.npz", "--report", tmp / "r.json"], capsys)
+    rep = json.loads((tmp / "r.json").read_text())
+    assert code == 1 and not rep["arrays"]["nngp"]["agree"] and rep["arrays"]["ntk"]["agree"]
+    assert rep["arrays"]["nngp"]["worst"][0]["row"] == 0 and rep["arrays"]["nngp"]["worst"][0]["col"] == 1
+    np.save(tmp / "one.npy", ntk)
+    code, out = run(base + ["--candidate", tmp / "one.npy"], capsys)
+    _one_line_error(out, "--get both needs a .npz archive")
+    assert code == 2
+    np.savez(tmp / "half.npz", ntk=ntk)
+    code, out = run(base + ["--candidate", tmp / "half.npz"], capsys)
+    assert code == 2 and "has no array 'nngp'" in out.err
+
+
+def test_compare_verdict_uses_ntkref_bound(data, capsys):
+    """With a user tolerance of 0 the exact (50-digit mpmath) kernel still agrees: each entry's tolerance is
+    max(0, ntkref's certified 1e-13) and the report says so; an error of 1e-12 > 1e-13 is still caught."""
+    import json
+
+    tmp, x1, x2 = data
+    ref = _mp_kernel(x1, x2, 3, W=1.3, b=0.2)
+    np.save(tmp / "exact.npy", ref)
+    base = ["compare", "--kind", "kernel", "--x1", tmp / "a.npy", "--x2", tmp / "b.npy", "--depth", 3,
+            "--W-std", 1.3, "--b-std", 0.2, "--rtol", 0, "--report", tmp / "r.json"]
+    code, out = run(base + ["--candidate", tmp / "exact.npy"], capsys)
+    rep = json.loads((tmp / "r.json").read_text())["arrays"]["ntk"]
+    assert code == 0, out.out
+    assert rep["tolerance_applied"] == {"user": 0, "ntkref": 20} and "ntkref's own error bound" in out.out
+    d1 = np.array([float(fc_pair(a, a, 3, 1.3, 0.2)[1]) for a in x1])
+    d2 = np.array([float(fc_pair(c, c, 3, 1.3, 0.2)[1]) for c in x2])
+    bad = ref.copy()
+    bad[4, 3] += 1e-12 * np.sqrt(d1[4] * d2[3])
+    np.save(tmp / "bad.npy", bad)
+    code, out = run(base + ["--candidate", tmp / "bad.npy"], capsys)
+    rep = json.loads((tmp / "r.json").read_text())["arrays"]["ntk"]
+    assert code == 1 and rep["n_outside"] == 1 and rep["worst"][0]["tolerance"] == 1e-13
+    assert rep["worst"][0]["tolerance_applied"] == "ntkref"
+
+
+def test_compare_kernel_convention_hints(data, capsys):
+    """A candidate that is the NNGP (asked: NTK), or Arora et al.'s d·2^L·Θ, is named as such and grouped as a
+    convention mismatch; an unrelated error gets no hint."""
+    import json
+
+    tmp, x1, _ = data
+    d, L = x1.shape[1], 2
+    base = ["compare", "--kind", "kernel", "--x1", tmp / "a.npy", "--depth", L, "--report", tmp / "r.json"]
+    cases = [(_mp_kernel(x1, x1, L, which=0), "nngp instead of ntk", "matches the NNGP"),
+             (d * 2.0 ** L * _mp_kernel(x1, x1, L), "factor", "d·2^L")]
+    for cand, hypothesis, text in cases:
+        np.save(tmp / "c.npy", cand)
+        code, out = run(base + ["--candidate", tmp / "c.npy"], capsys)
+        rep = json.loads((tmp / "r.json").read_text())
+        assert code == 1 and text in out.out
+        assert [h["hypothesis"].split(" ")[0] for h in rep["hints"]] == [hypothesis.split(" ")[0]]
+        assert rep["arrays"]["ntk"]["groups"]["convention"]["count"] == rep["arrays"]["ntk"]["n_outside"] > 0
+    wrong = _mp_kernel(x1, x1, L) + 1e-3  # not a convention
+    np.save(tmp / "c.npy", wrong)
+    code, out = run(base + ["--candidate", tmp / "c.npy"], capsys)
+    rep = json.loads((tmp / "r.json").read_text())
+    assert code == 1 and rep["hints"] == [] and rep["arrays"]["ntk"]["groups"]["precision"]["count"] == 25
+
+
+LAM, N = 0.5, 8
+
+
+@pytest.mark.parametrize("lam_prime, hypothesis", [(LAM, None), (2 * LAM, "lam' = 2 lam"), (LAM / 2, "lam' = lam/2"),
+                                                   (N * LAM, "lam' = n lam"), (LAM / N, "lam' = lam/n"),
+                                                   (1 / LAM, "lam' = 1/lam")])
+def test_compare_fit_convention_hints(machine_data, capsys, lam_prime, hypothesis):
+    """Each usual slip, made on purpose with the independent closed form α = (K + (λ′/2)I)⁻¹y (squared loss
+    without ½), is named; the candidate's own duality gap and KKT residual are reported and agree with an
+    independent computation."""
+    pytest.importorskip("ntkref.machines")
+    import json
+
+    tmp, K, y, _ = machine_data
+    assert K.shape == (N, N)
+    alpha = np.linalg.solve(K + lam_prime / 2 * np.eye(N), y)
+    np.save(tmp / "cand.npy", alpha)
+    code, out = run(["compare", "--kind", "fit", "--K", tmp / "K.npy", "--y", tmp / "y.npy", "--loss", "squared",
+                     "--lam", LAM, "--candidate", tmp / "cand.npy", "--report", tmp / "f.json"], capsys)
+    rep = json.loads((tmp / "f.json").read_text())
+    _check_report_schema(rep, ["g_train"])
+    # independent: P(α) = (λ/2)αᵀKα + Σ(y − Kα)², P* from the exact solution, KKT: α + l′(Kα)/λ = α − 2(y − Kα)/λ
+    P = lambda a: LAM / 2 * a @ K @ a + np.sum((y - K @ a) ** 2)  # noqa: E731
+    p_star = P(np.linalg.solve(K + LAM / 2 * np.eye(N), y))
+    cand = rep["candidate"]
+    assert cand["objective"] == pytest.approx(P(alpha), rel=1e-12)
+    assert cand["duality_gap"] >= P(alpha) - p_star - 1e-12  # weak duality: the gap bounds the suboptimality
+    if hypothesis is None:
+        assert code == 0 and rep["hints"] == [] and abs(cand["duality_gap"]) <= 1e-10
+    else:
+        assert code == 1 and [h["hypothesis"] for h in rep["hints"]] == [hypothesis]
+        assert f"hint: candidate matches {hypothesis}" in out.out
+        assert rep["arrays"]["g_train"]["groups"]["convention"]["count"] == rep["arrays"]["g_train"]["n_outside"]
+        assert cand["duality_gap"] > 1e-3
+    if cand["kkt_residual"] is not None:
+        assert cand["kkt_residual"] == pytest.approx(np.max(np.abs(alpha - 2 * (y - K @ alpha) / LAM)),
+                                                     rel=1e-9, abs=1e-12)
