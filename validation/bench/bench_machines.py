@@ -1,32 +1,40 @@
-"""Benchmark: exact SVM solve and full-batch dynamics step on an MNIST 0-vs-1 NTK (issue 3).
+"""Benchmark: exact SVM solves (``machines.solve``, hinge) against scikit-learn's SVC, one run, JSON output.
 
-Loads the first ``--n`` images of digits 0 and 1 from the IDX files in ``--data``
-(pixels scaled to [0, 1], no normalisation, as the official code; labels 0 → −1,
-1 → +1), builds the two-layer ReLU NTK Gram matrix of seed 000 eq. (63), and
-reports
+Data: the embedded MNIST 0/1 digits (``ntkref.data``, first ``--n`` of the 2 128 images; labels
+0 → −1, 1 → +1, pixels in [0, 1]) and the seed-000 two-layer ReLU NTK Gram
+(``kernels.two_layer_relu_ntk``).  For ``--n`` above 2 128 the rows are MNIST-shaped synthetic
+digits: an embedded digit shifted by up to 2 pixels and given pixel noise (σ = 0.1, clipped to
+[0, 1]); the Gram is then built in row blocks and symmetrised in place (float64: 8n² bytes, 3.2 GB
+at n = 20 000).
 
-1. the time of ntkref's exact SVM solve (``machines.solve``, hinge, sum
-   convention, λ = ``--lam``, no bias) against scikit-learn's
-   ``SVC(kernel="precomputed", C=1/λ, tol=--sk-tol)``.  sklearn fits a bias b
-   (its dual has the extra constraint Σ yᵢαᵢ = 0), so the two problems differ:
-   the table also shows the bias sklearn found and the largest difference of the
-   decision values; the "augmented" row solves ntkref on K + c (c = ``--c-aug``),
-   i.e. a bias regularised by (λ/2)·b²/c, which tends to sklearn's problem as c → ∞.
-2. the time of one full-batch subgradient step of the kernel machine,
-   α ← (1 − ηλ)α + η·y·𝟙(y·Kα < 1) (one n×n matrix–vector product plus O(n)),
-   against the memory-bandwidth bound n²·8 bytes / bandwidth, the bandwidth
-   the best of a large array sum, dot product and copy (a matvec reads K once).
-3. peak Python-heap memory of the solve (tracemalloc; NumPy buffers included).
+For each λ (sum convention, C = 1/λ, no bias) it reports, best of ``--repeat`` in the same run:
 
-Run from the repository root:  python validation/bench/bench_machines.py --n 2000
-(``--threads 1`` by default; ``--threads 0`` leaves BLAS multi-threaded.)
+- sklearn ``SVC(kernel="precomputed", C=1/λ, tol=--sk-tol)``: time, and ntkref's duality gap of
+  its coefficients α = ``dual_coef_`` in ntkref's (bias-free) problem — libsvm fits a bias, so its
+  α is not the optimum of this problem (the gap says how far), and it is only float32-accurate;
+- ntkref with its default checks (``check_psd=True``: the Cholesky certificate up to n = 4096, the
+  Lanczos test above), with ``check_psd="lanczos"``, and with ``check_psd=False``: time, duality gap
+  (absolute and relative to max(1, P)), KKT residual, iterations, support vectors; the validation
+  and each PSD test alone;
+- ratios ntkref / sklearn, and peak memory: tracemalloc's peak during one solve (NumPy buffers
+  included; K itself excluded, it exists before) and the process's max RSS; for CuPy the memory
+  pool's bytes after the solve.
+
+``--backend cupy`` (or torch, array_api_strict) also runs the ntkref solves with K and y moved to
+that namespace (``NTKREF_DEVICE`` picks the device), next to the NumPy ones in the same run;
+the transfer is not timed.  For the GPU target of issue 16 (n = 20 000, ≥ 5× NumPy):
+
+    python validation/bench/bench_machines.py --n 20000 --backend cupy --repeat 2 --no-sklearn \
+        --json machines_gpu.json
+
+Run from the repository root.  ``--threads 1`` (default) limits BLAS to one thread, as libsvm.
 """
 from __future__ import annotations
 
 import argparse
-import gzip
+import json
 import os
-import struct
+import resource
 import sys
 import time
 import tracemalloc
@@ -37,152 +45,159 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, REPO)
 
 from ntkref import machines  # noqa: E402
+from ntkref._backend import to_numpy  # noqa: E402
 
 
-def read_idx(path):
-    """Minimal IDX reader (big-endian header: 0, 0, type 0x08 = uint8, ndim; then dims)."""
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as fh:
-        data = fh.read()
-    zero, dtype, ndim = struct.unpack(">HBB", data[:4])
-    if zero != 0 or dtype != 0x08:
-        raise ValueError(f"{path}: not an unsigned-byte IDX file (header {zero}, {dtype:#x}).")
-    dims = struct.unpack(">" + "I" * ndim, data[4:4 + 4 * ndim])
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
+def digits(n, seed=0):
+    """(x, y): the first n embedded 0/1 digits, or MNIST-shaped synthetic ones beyond 2 128 (module docstring)."""
+    from ntkref.data import load_digits01
+
+    images, labels = load_digits01()
+    images = np.asarray(images).reshape(len(labels), 28, 28).astype(np.float64) / 255.0
+    y0 = np.where(np.asarray(labels) == 1, 1.0, -1.0)
+    if n <= len(y0):
+        return images[:n].reshape(n, -1), y0[:n], "embedded MNIST 0/1 digits"
+    rng = np.random.default_rng(seed)
+    pick = rng.integers(0, len(y0), size=n)
+    x = np.empty((n, 784))
+    for i0 in range(0, n, 4096):
+        sel = pick[i0:i0 + 4096]
+        imgs = images[sel]
+        dx, dy = rng.integers(-2, 3, size=2)
+        imgs = np.roll(np.roll(imgs, dx, axis=1), dy, axis=2)
+        imgs = np.clip(imgs + 0.1 * rng.standard_normal(imgs.shape), 0.0, 1.0)
+        x[i0:i0 + len(sel)] = imgs.reshape(len(sel), -1)
+    return x, y0[pick], "MNIST-shaped synthetic digits (embedded digits shifted by <= 2 px, noise 0.1)"
 
 
-def find(data_dir, stem):
-    for name in os.listdir(data_dir):
-        if name.startswith(stem):
-            return os.path.join(data_dir, name)
-    raise FileNotFoundError(f"no {stem}* file in {data_dir}")
+def gram(x, block=2048):
+    """Two-layer ReLU NTK (seed 000 eq. (63)) in row blocks, symmetrised in place (no n² temporaries)."""
+    from ntkref.kernels import two_layer_relu_ntk
+
+    n = x.shape[0]
+    K = np.empty((n, n))
+    for i in range(0, n, block):
+        K[i:i + block] = to_numpy(two_layer_relu_ntk(x[i:i + block], x))
+    for i in range(0, n, block):  # exact symmetry: the upper blocks win
+        for j in range(i + block, n, block):
+            K[j:j + block, i:i + block] = K[i:i + block, j:j + block].T
+        d = K[i:i + block, i:i + block]
+        d[...] = np.triu(d) + np.triu(d, 1).T
+    return K
 
 
-def load_01(data_dir, n):
-    images = read_idx(find(data_dir, "images"))
-    labels = read_idx(find(data_dir, "labels"))
-    keep = np.nonzero((labels == 0) | (labels == 1))[0][:n]
-    x = images[keep].reshape(len(keep), -1).astype(np.float64) / 255.0
-    y = np.where(labels[keep] == 1, 1.0, -1.0)
-    return x, y
-
-
-def ntk_gram(x):
-    try:
-        from ntkref.kernels import two_layer_relu_ntk
-
-        return np.asarray(two_layer_relu_ntk(x)), "ntkref.kernels.two_layer_relu_ntk"
-    except Exception:  # closed form of seed 000 eq. (63)
-        norms = np.linalg.norm(x, axis=1)
-        u = np.clip((x @ x.T) / np.outer(norms, norms), -1.0, 1.0)
-        h = 2 * u * (np.pi - np.arccos(u)) + np.sqrt(1 - u * u)
-        K = np.outer(norms, norms) * h / (2 * np.pi * x.shape[1])
-        return (K + K.T) / 2, "closed form in script"
-
-
-def best_time(fn, repeat):
-    best, out = np.inf, None
+def best(fn, repeat):
+    t_best, out = np.inf, None
     for _ in range(repeat):
         t0 = time.perf_counter()
         out = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, out
+        t_best = min(t_best, time.perf_counter() - t0)
+    return t_best, out
+
+
+def peak_traced(fn):
+    tracemalloc.start()
+    fn()
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return peak
+
+
+def ntkref_runs(K, y, lam, repeat, label, xp_name):
+    rows = {}
+    for name, psd in (("default", True), ("lanczos", "lanczos"), ("no_psd", False)):
+        t, km = best(lambda psd=psd: machines.solve(K, y, "hinge", lam, check_psd=psd), repeat)
+        alpha = to_numpy(km.alpha_)
+        rows[name] = {
+            "time_s": t, "duality_gap": km.duality_gap,
+            "relative_gap": km.duality_gap / max(1.0, km.primal_objective),
+            "primal": km.primal_objective, "kkt_residual": km.kkt_residual, "n_iter": km.n_iter,
+            "n_sv": int(np.sum(alpha != 0)), "converged": km.converged,
+        }
+    t_val, _ = best(lambda: machines._check_gram(K, "bench", psd=False), repeat)
+    n = K.shape[0]
+    parts = {"validation_s": t_val}
+    for method in ("cholesky", "lanczos"):
+        if method == "cholesky" and n > machines._CHOLESKY_MAX_N and xp_name == "numpy":
+            continue  # O(n³/3) on the host: minutes at n = 20 000, and 2 more n×n arrays
+        t, _ = best(lambda method=method: machines._check_psd(K, "bench", method=method), repeat)
+        parts[f"psd_{method}_s"] = t
+    if xp_name == "numpy":
+        rows["default"]["peak_traced_bytes"] = peak_traced(lambda: machines.solve(K, y, "hinge", lam))
+    elif xp_name == "cupy":
+        import cupy
+
+        pool = cupy.get_default_memory_pool()
+        machines.solve(K, y, "hinge", lam)
+        rows["default"]["cupy_pool_bytes"] = pool.total_bytes()
+    return {"backend": label, **parts, **rows}
+
+
+def sklearn_run(K, y, lam, tol, repeat):
+    from sklearn.svm import SVC
+
+    svc = SVC(kernel="precomputed", C=1.0 / lam, tol=tol)
+    t, _ = best(lambda: svc.fit(K, y), repeat)
+    alpha = np.zeros(len(y))
+    alpha[svc.support_] = svc.dual_coef_[0]
+    gap = machines.duality_gap(alpha, K, y, "hinge", lam)
+    P = machines.objective(alpha, K, y, "hinge", lam)
+    return {"time_s": t, "duality_gap_ntkref_problem": gap, "relative_gap": gap / max(1.0, P),
+            "bias": float(svc.intercept_[0]), "n_sv": int(len(svc.support_)),
+            "peak_traced_bytes": peak_traced(lambda: SVC(kernel="precomputed", C=1.0 / lam, tol=tol).fit(K, y))}
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=2000, help="training points (digits 0 and 1)")
-    ap.add_argument("--data", default=os.path.join(REPO, "..", "shared", "data", "mnist-subset"))
-    ap.add_argument("--lam", type=float, default=0.064, help="λ, sum convention (Table 3's SVM: 0.064)")
-    ap.add_argument("--sk-tol", type=float, default=1e-6, help="sklearn SVC tol (KKT violation)")
-    ap.add_argument("--c-aug", type=float, default=100.0, help="constant added to K for the bias comparison")
-    ap.add_argument("--lr", type=float, default=0.1, help="η of the dynamics step (needs ηλ < 1)")
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--threads", type=int, default=1,
-                    help="BLAS threads (threadpoolctl); 0 = library default. 1 gives stable numbers on a shared "
-                         "machine and matches libsvm, which is single-threaded")
+    ap.add_argument("--n", type=int, default=1700, help="training points (embedded digits up to 2128, synthetic above)")
+    ap.add_argument("--lam", type=float, nargs="+", default=[0.1, 0.001], help="λ values, sum convention")
+    ap.add_argument("--sk-tol", type=float, default=1e-3, help="sklearn SVC tol (its default)")
+    ap.add_argument("--backend", default="numpy", choices=["numpy", "cupy", "torch", "array_api_strict"],
+                    help="also run ntkref in this namespace (NumPy always runs, as the baseline)")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--no-sklearn", action="store_true")
+    ap.add_argument("--threads", type=int, default=1, help="BLAS threads (0 = library default)")
+    ap.add_argument("--json", help="also write the JSON here")
     args = ap.parse_args(argv)
     if args.threads > 0:
-        try:
-            from threadpoolctl import threadpool_limits
+        from threadpoolctl import threadpool_limits
 
-            threadpool_limits(args.threads)
-        except ImportError:
-            print("threadpoolctl not installed: BLAS thread count left at the library default")
+        threadpool_limits(args.threads)
 
-    x, y = load_01(args.data, args.n)
-    n = len(y)
+    x, y, source = digits(args.n)
     t0 = time.perf_counter()
-    K, kernel_src = ntk_gram(x)
-    t_kernel = time.perf_counter() - t0
-    print(f"n = {n} (zeros {int(np.sum(y < 0))}, ones {int(np.sum(y > 0))}), d = {x.shape[1]}, "
-          f"kernel from {kernel_src} in {t_kernel:.3f} s, λ = {args.lam} (C = {1 / args.lam:.4g})")
+    K = gram(x)
+    t_gram = time.perf_counter() - t0
+    del x
+    other = None
+    if args.backend != "numpy":
+        import importlib
 
-    rows = []
-    # ---- exact solve (with and without the PSD check)
-    t_psd, km = best_time(lambda: machines.solve(K, y, "hinge", args.lam), args.repeat)
-    t_nopsd, _ = best_time(lambda: machines.solve(K, y, "hinge", args.lam, check_psd=False), args.repeat)
-    alpha = np.asarray(km.alpha_)
-    n_sv = int(np.sum(alpha != 0))
-    n_bound = int(np.sum(np.abs(alpha * args.lam - y) < 1e-12))
-    rows.append(("ntkref solve (hinge, PSD check)", t_psd, f"gap {km.duality_gap:.2e}, {km.n_iter} it, "
-                 f"{n_sv} SV ({n_bound} at C), conv {km.converged}"))
-    rows.append(("ntkref solve (check_psd=False)", t_nopsd, ""))
-    Ka = K + args.c_aug
-    t_aug, km_aug = best_time(lambda: machines.solve(Ka, y, "hinge", args.lam, check_psd=False), args.repeat)
-    rows.append((f"ntkref solve on K + {args.c_aug:g}", t_aug, f"gap {km_aug.duality_gap:.2e}, {km_aug.n_iter} it"))
+        from ntkref._backend import _MODULES, default_device
 
-    try:
-        from sklearn.svm import SVC
-
-        svc = SVC(kernel="precomputed", C=1.0 / args.lam, tol=args.sk_tol, shrinking=True)
-        t_sk, _ = best_time(lambda: svc.fit(K, y), args.repeat)
-        dec = svc.decision_function(K)
-        g = K @ alpha
-        g_aug = Ka @ np.asarray(km_aug.alpha_)
-        rows.append(("sklearn SVC(precomputed)", t_sk,
-                     f"bias {float(svc.intercept_[0]):.3g}, {len(svc.support_)} SV, "
-                     f"max|dec - g| {np.max(np.abs(dec - g)):.3g}, max|dec - g_aug| {np.max(np.abs(dec - g_aug)):.3g}"))
-    except ImportError:
-        rows.append(("sklearn SVC(precomputed)", float("nan"), "scikit-learn not installed"))
-
-    # ---- dynamics step vs bandwidth bound
-    # bandwidth: the best of three streaming kernels over an array 4× the size of K (out of cache):
-    # a sum and a BLAS dot (read once) and a copy (read + write: 2× the bytes)
-    big = np.ones(max(4 * K.size, 32 * 2**20 // 8))
-    ones = np.ones_like(big)
-    dst = np.empty_like(big)
-    t_sum, _ = best_time(lambda: float(big.sum()), 5)
-    t_dot, _ = best_time(lambda: float(big @ ones), 5)  # reads 2 arrays
-    t_copy, _ = best_time(lambda: np.copyto(dst, big), 5)
-    bandwidth = max(big.nbytes / t_sum, 2 * big.nbytes / t_dot, 2 * big.nbytes / t_copy)
-    del big, ones, dst
-    eta, lam = args.lr, args.lam
-    a = np.zeros(n)
-
-    def step(a=a):
-        g = K @ a
-        return (1 - eta * lam) * a + eta * y * (y * g < 1)
-
-    for _ in range(3):
-        a = step(a)
-    t_step, _ = best_time(lambda: step(a), max(args.repeat, 10))
-    t_bound = K.nbytes / bandwidth
-    rows.append(("dynamics step α ← (1−ηλ)α + η·y·𝟙(yKα<1)", t_step,
-                 f"bandwidth bound {t_bound * 1e3:.3f} ms ({bandwidth / 1e9:.1f} GB/s), ratio {t_step / t_bound:.2f}"))
-
-    # ---- peak memory of one solve
-    tracemalloc.start()
-    machines.solve(K, y, "hinge", args.lam)
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    rows.append(("peak traced memory of solve", float("nan"), f"{peak / 2**20:.1f} MiB (K itself {K.nbytes / 2**20:.1f} MiB)"))
-
-    width = max(len(r[0]) for r in rows)
-    print(f"{'what':<{width}}  {'time':>10}  notes")
-    for what, t, note in rows:
-        ts = "" if t != t else f"{t * 1e3:8.2f} ms"
-        print(f"{what:<{width}}  {ts:>10}  {note}")
+        xp = importlib.import_module(_MODULES[args.backend])
+        dev = default_device() if os.environ.get("NTKREF_BACKEND", "numpy") == args.backend else None
+        other = (xp.asarray(K, device=dev), xp.asarray(y, device=dev))
+    out = {"n": len(y), "source": source, "kernel": "ntkref.kernels.two_layer_relu_ntk (seed 000 eq. (63))",
+           "gram_s": t_gram, "threads": args.threads, "sk_tol": args.sk_tol, "results": []}
+    for lam in args.lam:
+        res = {"lam": lam, "C": 1.0 / lam, "ntkref": [ntkref_runs(K, y, lam, args.repeat, "numpy", "numpy")]}
+        if other is not None:
+            res["ntkref"].append(ntkref_runs(other[0], other[1], lam, args.repeat, args.backend, args.backend))
+            res["speedup_vs_numpy"] = {k: res["ntkref"][0][k]["time_s"] / res["ntkref"][1][k]["time_s"]
+                                       for k in ("default", "lanczos", "no_psd")}
+        if not args.no_sklearn:
+            sk = sklearn_run(K, y, lam, args.sk_tol, args.repeat)
+            res["sklearn"] = sk
+            res["ratio_to_sklearn"] = {f"{r['backend']}/{k}": r[k]["time_s"] / sk["time_s"]
+                                       for r in res["ntkref"] for k in ("default", "lanczos", "no_psd")}
+        out["results"].append(res)
+    out["max_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    text = json.dumps(out, indent=1)
+    print(text)
+    if args.json:
+        with open(args.json, "w") as fh:
+            fh.write(text + "\n")
 
 
 if __name__ == "__main__":
