@@ -498,13 +498,15 @@ class _NpyWriter:
         del mm
 
 
-def store_gram(K, path, *, compute=True):
+def store_gram(K, path, *, compute=True, compress=False):
     """Write a Dask Gram block by block: to a Zarr store (``path`` ends in ``.zarr``) or a ``.npy`` file.
 
     Each task writes its own block (no lock: the blocks are disjoint), so the whole Gram is never in one
     process.  ``.npy``: the file is created first (``numpy.lib.format.open_memmap``) and every block is
     written through a memory map (workers on one machine, or a shared file system).  Returns
     :func:`open_gram` of the result (lazy), or the store's delayed object if ``compute=False``.
+    ``compress``: Zarr's default compressor (a float Gram compresses little, and every CG product would
+    decompress it); default off.
     """
     import numpy as np
 
@@ -513,7 +515,8 @@ def store_gram(K, path, *, compute=True):
     if not is_dask(K) or K.ndim != 2:
         raise InvalidParameterError("The 'K' parameter of store_gram must be a 2-D Dask array.")
     if path.endswith(".zarr"):
-        out = da.to_zarr(K, path, overwrite=True, compute=compute)
+        extra = {} if compress else {"compressors": None}
+        out = da.to_zarr(K, path, overwrite=True, compute=compute, **extra)
         return open_gram(path, chunks=K.chunks) if compute else out
     if path.endswith(".npy"):
         np.lib.format.open_memmap(path, mode="w+", dtype=np.dtype(K.dtype), shape=K.shape).flush()
