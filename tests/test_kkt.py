@@ -199,6 +199,22 @@ def test_smooth_losses_with_intercept_equal_the_primal_in_features(xp, asxp, ton
     assert km.duality_gap <= 1e-12 * max(1.0, km.primal_objective)
 
 
+@pytest.mark.parametrize("name", ["hinge", "squared_hinge", "squared", "logistic"])
+def test_regularised_bias_limit(name):
+    """Seed 000's footnote 1 (a constant feature √c in Φ, i.e. machines on K + c) regularises the bias by
+    (λ/2)b²/c.  As c → ∞ the no-intercept machines' solution (their own solver) tends to the intercept solution,
+    with an error that is first order in 1/c: err(c)·c converges (ratios err(c)/err(10c) → 10)."""
+    _, K, y = _problem(40, 3, 12)
+    km = kkt.fit_with_intercept(K, y, name, 0.5)
+    errs = []
+    for c in (1e2, 1e3, 1e4):
+        f = machines.solve(K + c, y, name, 0.5).train_output_
+        errs.append(np.max(np.abs(f - km.train_output_)))
+    assert errs[-1] <= 1e-3 * np.max(np.abs(km.train_output_))
+    for e1, e2 in zip(errs, errs[1:]):
+        assert e1 / e2 == pytest.approx(10.0, rel=0.05)
+
+
 def test_closed_forms_at_zero_kernel():
     """K = 0: P(α, b) = Σ l(b, yᵢ).  Hinge: P* = 2·min(n₊, n₋) at b = sign(n₊ − n₋); squared hinge:
     b* = (n₊ − n₋)/n."""
