@@ -388,6 +388,8 @@ def test_from_sklearn_svc_maps_labels_coefficients_and_intercept():
     yy = np.where(names == clf.classes_[1], 1.0, -1.0)
     assert np.all(yy * a >= 0) and np.all(yy * a <= 2.0 + 1e-12)  # 0 ≤ yα ≤ C
     assert kkt.duality_gap(a, K, yy, "hinge", 1 / 2.0, intercept=b) <= 1e-10 * _hinge_P(a, b, K, yy, 0.5)
+    assert kkt.kkt_residual(a, K, yy, "hinge", 0.5, intercept=clf.intercept_) == \
+        kkt.kkt_residual(a, K, yy, "hinge", 0.5, intercept=b)  # the (1,)-array intercept_ is accepted
     with pytest.raises(InvalidParameterError, match="'n'"):
         kkt.from_sklearn_svc(clf, 3)
     with pytest.raises(InvalidParameterError, match="class weights"):
