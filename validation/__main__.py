@@ -5,6 +5,7 @@ Usage::
     python -m validation                 # the full report (~20–30 min on 2 cores) → validation/out/
     python -m validation --quick         # small sizes, a few minutes: checks the papers' qualitative claims (CI)
     python -m validation --only seed002  # one seed (seed000, seed002, seed003) or single sections
+    python -m validation --only peers    # the peer audit (needs the `peers` extra; skipped with a note otherwise)
     python -m validation --mnist DIR     # a full MNIST (train-/t10k- IDX files) instead of the embedded 0/1 digits
     python -m validation demo            # NTK values on adversarial inputs vs a 50-digit mpmath evaluation
 
@@ -111,9 +112,11 @@ def demo(depth=3, seed=0):
 
 SECTIONS = ("table3", "figure1", "table2", "figureB2", "table1", "figureA1")
 # seeds 002 and 003: each module has run(log, plt, outdir, *, quick) -> Section and needs no MNIST task
+# "peers": the peer audit (validation/peers.py) — neural-tangents and scikit-learn checked with ntkref's tooling;
+# skipped with a note in the report when the `peers` extra (neural-tangents, jax) is not importable
 OTHER_SECTIONS = ("seed002_kernel_vs_net", "seed002_teacher", "seed002_margins", "seed002_flow", "seed003_regularizer",
-                  "seed003_tickets")
-GROUPS = {"seed000": SECTIONS, "seed002": OTHER_SECTIONS[:4], "seed003": OTHER_SECTIONS[4:]}
+                  "seed003_tickets", "peers")
+GROUPS = {"seed000": SECTIONS, "seed002": OTHER_SECTIONS[:4], "seed003": OTHER_SECTIONS[4:6]}
 
 
 def reproduce(argv=None):
