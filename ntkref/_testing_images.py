@@ -263,7 +263,7 @@ def cntk_reference(which, params, backend, depth):
         return host(K), d1, d2, b
 
     def _self_diagonal(a):
-        return np.array([float(host(ntkref_cntk(a[i:i + 1], None, False)[0])[0, 0]) for i in range(a.shape[0])])
+        return np.array([float(host(ntkref_cntk(a[i:i + 1, ...], None, False)[0])[0, 0]) for i in range(a.shape[0])])
 
     return reference
 
