@@ -625,12 +625,12 @@ def test_measure_mode_collects_every_kind_with_minimal_examples_and_replay_lines
     import json
 
     cand = naive_candidate(2, zero_rows_nan=True)
-    kw = dict(depth=2, diag_tol=1e-11, offdiag_tol=1e-11, max_examples=60)
+    kw = dict(depth=2, diag_tol=1e-11, offdiag_tol=1e-11, max_examples=30)
     first = T.check_kernel(cand, raise_on_failure=False, **kw)
     report = T.check_kernel(cand, mode="measure", raise_on_failure=False, **kw)
     assert not report.passed and report.mode == "measure"
     assert {"non_finite", "precision"} <= set(report.failures)
-    assert report.n_examples_by_source["hypothesis"] == 60 and report.n_examples_by_source["battery"] > 0
+    assert report.n_examples_by_source["hypothesis"] == 30 and report.n_examples_by_source["battery"] > 0
     for kind in ("non_finite", "precision"):
         s = report.failures[kind]
         assert s.count >= 1 and s.n_entries >= s.count and s.minimal.kind == kind and s.worst.kind == kind
@@ -668,7 +668,7 @@ def test_measure_mode_collects_every_kind_with_minimal_examples_and_replay_lines
     assert _validate(full, T.REPORT_SCHEMA) == [] and len(full["entries"]) == report.n_entries
     # the validator is not vacuous
     bad = json.loads(text)
-    bad["n_examples"] = "60"
+    bad["n_examples"] = "30"
     bad["failures"]["precision"]["worst"]["error"] = "1e-9"
     assert len(_validate(bad, T.REPORT_SCHEMA)) == 2
     # CSV: one line per entry, numbers round-trip exactly
