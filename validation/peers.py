@@ -198,8 +198,9 @@ def check_overflow(peer, name, *, depth=1, decades=range(60, 154)):
 
 
 def check_underflow(peer, name, *, depth=1, seed=0, decades=range(1, 160)):
-    """Pairs of rows s·(u, v), s = 10^-k: the largest s at which an entry's scaled error is ≥ 1e-2, and the largest
-    s at which the peer returns 0 for an entry whose true value is a normal float64 (both while the truth is)."""
+    """Pairs of rows s·(u, v), s = 10^-k: the largest s at which an entry's scaled error is ≥ 1e-2 while the true
+    values are normal float64 numbers, and the largest s at which the peer returns 0 for an entry whose true value
+    is a nonzero float64 (normal or subnormal)."""
     rng = np.random.default_rng(seed)
     u = np.round(rng.normal(size=(2, 2)), 2)
     params = dict(depth=depth, activation="relu", W_std=1.0, b_std=0.0)
@@ -208,12 +209,14 @@ def check_underflow(peer, name, *, depth=1, seed=0, decades=range(1, 160)):
         x = u * 10.0 ** -k
         K = np.asarray(peer.fc(x, None, "ntk", **params), dtype=np.float64)
         mine = _ntkref_fc(x, None, "ntk", **params)
-        if np.min(np.abs(mine)) < np.finfo(np.float64).tiny:  # the truth is no longer a normal float64
+        if np.min(np.abs(mine)) == 0:  # the truth is no longer representable (ntkref rounds it to 0)
             break
+        normal = np.min(np.abs(mine)) >= np.finfo(np.float64).tiny
         with np.errstate(all="ignore"):
             screen = np.where(np.isfinite(K), np.abs(K - mine), np.inf) / np.sqrt(np.outer(np.diag(mine), np.diag(mine)))
         zero = (K == 0) & (mine != 0)
-        for label, hit in (("first_scale_error_1e-2", bool(np.max(screen) >= 1e-2)), ("first_scale_zero", bool(zero.any()))):
+        for label, hit in (("first_scale_error_1e-2", normal and bool(np.max(screen) >= 1e-2)),
+                           ("first_scale_zero", bool(zero.any()))):
             if not hit or label in seen:
                 continue
             true, scale = mp_fc(x, None, "ntk", **params)
