@@ -40,8 +40,8 @@ so however small its ``tol``, SVC converges to the exact solution for fl32(K), n
 MNIST 0/1 digits (n = 1700, seed 000's NTK eq. (63), C = 1/λ): ``SVC(tol=1e-12)`` equals
 ``fit_with_intercept(fl32(K), ...)`` to 6e-13 in the decision values, and that point is 1.7e-7 (λ = 0.064) /
 2.9e-8 (λ = 1.7) from the exact solution for K; measured against K its KKT residual is 6.0e-7 / 1.0e-7 and its
-relative duality gap 7.3e-8 / 7.2e-10 — the float32 limit (the exact solve: residual ≤ 1e-14, relative gap
-≤ 4e-16).  At the default ``tol=1e-3`` SVC's residual is 1.6e-3 / 2.1e-3 and its relative gap 4.4e-4 / 1.3e-5
+relative duality gap 7.3e-8 / 7.2e-10 — the float32 limit (the exact solve: residual ≤ 2e-14, relative gap
+≤ 1e-15).  At the default ``tol=1e-3`` SVC's residual is 1.6e-3 / 2.1e-3 and its relative gap 4.4e-4 / 1.3e-5
 (≥ 2 600× and 18 000× the limit: flagged as inexact); at ``tol=1e-8`` it is within 1.1× of the limit
 (tests/test_kkt.py checks these ratios).  To check SVC below that limit, give it a Gram matrix whose entries are
 exact in float32 (e.g. integer features): it then agrees with :func:`fit_with_intercept` to ~1e-12.
@@ -93,9 +93,11 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.linalg import cho_factor as _cho_factor, cho_solve as _cho_solve
 
 from . import machines as _machines
 from ._backend import device_of, namespace, to_numpy
+from ._compat import single_threaded_blas
 from ._validation import InvalidParameterError, check_array, check_int, check_real
 from .machines import ConvergenceWarning, KernelMachine
 
@@ -328,8 +330,7 @@ def _face_direction(Qff, grad, ef):
         return np.zeros(m), True
     eps = np.finfo(np.float64).eps
     try:
-        L = np.linalg.cholesky(R)
-        s = np.linalg.solve(L.T, np.linalg.solve(L, r))
+        s = _cho_solve(_cho_factor(R, lower=True, check_finite=False), r, check_finite=False)
         ok = bool(np.all(np.isfinite(s)))
         if ok:
             res = float(np.max(np.abs(R @ s - r)))
@@ -337,7 +338,7 @@ def _face_direction(Qff, grad, ef):
             ok = res <= 1e3 * m * eps * scale and float(r @ s) > 0
         if ok:
             return lift(s), True
-    except np.linalg.LinAlgError:
+    except np.linalg.LinAlgError:  # scipy raises numpy's LinAlgError for a matrix that is not PD
         pass
     lam_, V = np.linalg.eigh(R)
     keep = lam_ > m * eps * max(float(np.max(np.abs(lam_))), 1e-300)
@@ -625,13 +626,16 @@ def fit_with_intercept(K, y, loss="hinge", lam=None, *, reduction="sum", tol=Non
     hinge, squared hinge, ε-insensitive: the active-set method of the module docstring on the dual with the
     equality Σαᵢ = 0 (ε-insensitive: on (α⁺, α⁻), α = α⁺ − α⁻, with the 2n×2n matrix [[K, −K], [−K, K]]: 4× the
     memory of K), an explicit host step in float64 (K and y copied to the host once, α copied back to K's
-    device).  squared: one (n+1)×(n+1) solve on K's device.
+    device), with one BLAS thread (its dense steps are small and sequential: with the default threads, on a
+    loaded 2-core machine, it ran 20–35× slower).  squared: one (n+1)×(n+1) solve on K's device.
     logistic: damped Newton on K's device.  Cost: O(n²) per active-set step plus O(|F|³) per face solve
     (F = free coordinates); squared O(n³); logistic O(n³) per Newton step.
-    Accuracy (float64), measured: relative duality gap ≤ 1e-15 and KKT residual ≤ 1e-14 on the MNIST 0/1 NTK
-    (n = 1700, λ = 0.064 and 1.7; ~0.05–0.1 s and ~0.3–0.6 s on a shared 2-core machine, without the PSD check), equal to face
+    Accuracy (float64), measured: relative duality gap ≤ 1e-15 and KKT residual ≤ 2e-14 on the MNIST 0/1 NTK
+    (n = 1700, λ = 0.064 and 1.7; 0.1 s and 0.35 s on a shared 2-core machine, without the PSD check), equal to face
     enumeration (n ≤ 6) to 1e-11 and to libsvm on float32-exact Grams to 1e-11 (tests/test_kkt.py).  The floor is
-    the rounding of Kα (~ n·eps·‖K‖∞·max|α| per entry): at C = 1/λ = 256 the gap was up to ~2e-12 relative.
+    the rounding of Kα (~ n·eps·‖K‖∞·max|α| per entry): at C = 1/λ = 256 (random Grams, n ≤ 120) the gap was up
+    to ~2e-12 relative, at C = 1e5 (all 2128 embedded digits with 5 % of the labels flipped: 918 free SVs) 3e-11
+    (4.7 s; λ = 0.01: 3.9 s, gap 4e-14; λ ≥ 1: ≤ 1.6 s, gap ≤ 2e-16).
     """
     caller = "kkt.fit_with_intercept"
     if lam is None:
@@ -651,7 +655,8 @@ def fit_with_intercept(K, y, loss="hinge", lam=None, *, reduction="sum", tol=Non
         K_h = np.asarray(to_numpy(K), dtype=np.float64)  # the explicit host step (module docstring)
         y_h = np.asarray(to_numpy(y), dtype=np.float64)
         Q, c, e, lo, hi, to_alpha = _qp_data(K_h, y_h, loss, lam_sum)
-        z, b, interval, its, exact = _eq_box_qp(Q, c, e, lo, hi, max_iter)
+        with single_threaded_blas(np):  # small sequential steps: BLAS threads only add contention
+            z, b, interval, its, exact = _eq_box_qp(Q, c, e, lo, hi, max_iter)
         alpha = xp.asarray(to_alpha(z), dtype=K.dtype, device=dev)
     else:  # logistic
         if bool(xp.all(y == y[0])):
