@@ -214,8 +214,11 @@ def _check_psd(K, caller, name="K", method="cholesky"):
     xp = namespace(K)
     n = K.shape[0]
     eps = _eps(K.dtype, xp)
-    fro, kmax = _read(xp, xp.linalg.vector_norm(K), xp.max(xp.abs(K)))
+    # ‖K‖_F as the norm of 256-row block norms: no n×n temporary (vector_norm may square a copy)
+    fro, = _read(xp, xp.linalg.vector_norm(xp.stack([xp.linalg.vector_norm(K[i:min(i + _TILE, n), :])
+                                                      for i in range(0, n, _TILE)])))
     if not math.isfinite(fro):
+        kmax, = _read(xp, xp.max(xp.abs(K)))  # (an n×n temporary: only for the message)
         raise InvalidParameterError(
             f"The {name!r} parameter of {caller} is too large: its Frobenius norm cannot be computed in {K.dtype} "
             "(the squares of its entries overflow) "
