@@ -437,13 +437,15 @@ def _eq_box_qp(Q, c, e, lo, hi, max_iter):
         thr = 1e3 * n * eps * (L * float(np.max(np.abs(z))) + float(np.max(np.abs(c))))
         for _ in range(2):
             vals = -e * G
-            if m >= 2 and refine < 3 and float(np.max(np.abs(vals[F] - np.mean(vals[F])))) > thr:
-                break  # the face solve was not accurate enough: another Newton step
+            # free coordinates not stationary: the face solve was not accurate enough, another Newton step
+            unsettled = m >= 2 and refine < 3 and float(np.max(np.abs(vals[F] - np.mean(vals[F])))) > thr
+            if unsettled:
+                break
             nu, viol, up, down, bad = _violations(vals, z, lo, hi, e, free, thr)
             if bad.any() or fresh:
                 break
             G, fresh = _gradient(Q, c, z), True  # confirm "no violator" with the exact gradient
-        if m >= 2 and refine < 3 and float(np.max(np.abs(vals[F] - np.mean(vals[F])))) > thr:
+        if unsettled:
             continue
         refine = 0
         if not bad.any():
