@@ -15,8 +15,8 @@ __version__ = "0.1.0"
 
 _SUBMODULES = (
     "adversarial", "bounds", "certify", "cli", "data", "datasets", "distributions", "dynamics", "equivalence",
-    "golden", "kernels", "losses", "machines", "margins", "mean_field", "nets", "regularizers", "sparsity",
-    "testing",
+    "golden", "kernels", "kkt", "krr", "losses", "machines", "margins", "mean_field", "nets", "regularizers",
+    "sparsity", "testing",
 )
 
 __all__ = ["BACKENDS", "BackendError", "InvalidParameterError", "backend_name", "default_namespace", "to_numpy",

@@ -99,6 +99,7 @@ from dataclasses import dataclass
 
 import array_api_compat
 
+from . import _dask
 from . import losses as _losses
 from ._backend import device_of, is_array, is_numpy_namespace, namespace, to_numpy
 from ._validation import InvalidParameterError, check_array, check_int, check_option, check_real
@@ -854,7 +855,7 @@ def _kkt_residual(alpha, g, y, K, loss, lam_sum, xp):
 # --------------------------------------------------------------------------- public API
 
 
-def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_psd=True):
+def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_psd=True, fit_intercept=False):
     r"""Exact minimiser of seed 000 eq. (7) in kernel form, with its certificate.
 
     .. math::  \min_\beta \frac{\lambda}{2}\|\beta\|^2 + \sum_i l(\langle\beta, \Phi(x_i)\rangle, y_i),
@@ -883,6 +884,11 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
         only with a proof of a negative eigenvalue, in 40 mat-vecs (O(40·n²)), and may accept an
         indefinite K (bound in the module's ``_check_psd``); True (default) = "auto": Cholesky for
         n ≤ 4096, Lanczos above; False skips it.
+    fit_intercept : bool
+        False (default): eq. (7), g = Kα, no bias (the paper's model).  True: the machine with an
+        unregularised intercept, f = Kα + b (scikit-learn's ``SVC``/libsvm model), solved exactly by
+        :func:`ntkref.kkt.fit_with_intercept`, which returns an ``InterceptMachine`` (a KernelMachine
+        with ``intercept_``, ``intercept_interval_`` and its own duality gap and KKT residual).
 
     Returns
     -------
@@ -905,6 +911,22 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
     for bit).
     """
     caller = "machines.solve"
+    if not isinstance(fit_intercept, bool):
+        raise InvalidParameterError(
+            f"The 'fit_intercept' parameter of {caller} must be True or False. Got {fit_intercept!r} instead."
+        )
+    if _dask.is_dask(K):  # kernel ridge regression by conjugate gradients, block mat-vecs only
+        if fit_intercept:
+            raise InvalidParameterError(
+                f"{caller}: fit_intercept=True is not supported on a Dask Gram; use K.compute() when it fits in "
+                f"memory, or the bias-free model (fit_intercept=False)."
+            )
+        return _dask.solve(K, y, loss, lam, reduction=reduction, tol=tol, max_iter=max_iter, check_psd=check_psd)
+    if fit_intercept:
+        from . import kkt  # (kkt imports this module)
+
+        return kkt.fit_with_intercept(K, y, loss, lam, reduction=reduction, tol=tol, max_iter=max_iter,
+                                      check_psd=check_psd)
     K, y, loss, lam, lam_sum, xp = _prepare(K, y, loss, lam, reduction, caller, psd=check_psd)
     n = K.shape[0]
     tol = _default_tol(K.dtype, xp) if tol is None else check_real(tol, "tol", caller=caller, low=0.0, closed="right")
@@ -971,13 +993,16 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
     )
 
 
-def fit(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_psd=True):
+def fit(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_psd=True, fit_intercept=False):
     r"""Coefficients α (shape (n,), g = Kα) of the exact minimiser of seed 000 eq. (7).
 
     Same as ``solve(...).alpha_``; see :func:`solve` for the parameters, the
     conventions (sum/mean, no bias, squared loss without ½) and the accuracy.
+    With ``fit_intercept=True`` it returns the pair ``(alpha, b)`` of the machine f = Kα + b.
     """
-    return solve(K, y, loss, lam, reduction=reduction, tol=tol, max_iter=max_iter, check_psd=check_psd).alpha_
+    m = solve(K, y, loss, lam, reduction=reduction, tol=tol, max_iter=max_iter, check_psd=check_psd,
+              fit_intercept=fit_intercept)
+    return (m.alpha_, m.intercept_) if fit_intercept else m.alpha_
 
 
 def hard_margin_svm(K, y, *, tol=None, max_iter=None, C_max=None, check_psd=True):
@@ -1060,7 +1085,11 @@ def hard_margin_svm(K, y, *, tol=None, max_iter=None, C_max=None, check_psd=True
 
 
 def predict(alpha, K_test_train):
-    r"""g(x) = Σᵢ αᵢ K(x, xᵢ) for each row x of ``K_test_train`` (shape (m, n)) → shape (m,)."""
+    r"""g(x) = Σᵢ αᵢ K(x, xᵢ) for each row x of ``K_test_train`` (shape (m, n)) → shape (m,).
+
+    A Dask ``K_test_train`` gives a lazy Dask result (per block, summed over column chunks)."""
+    if _dask.is_dask(K_test_train):
+        return _dask.predict(alpha, K_test_train)
     K_test_train = check_array(K_test_train, "K_test_train", caller="machines.predict", ndim=2)
     xp = namespace(K_test_train)
     alpha = check_array(alpha, "alpha", caller="machines.predict", ndim=1, xp=xp, like=K_test_train)

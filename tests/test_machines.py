@@ -781,3 +781,55 @@ def test_device_path_keeps_arrays_on_device1(case, monkeypatch):
     for arr in arrays:
         assert array_api_compat.array_namespace(arr) is strict
         assert array_api_compat.device(arr) == dev
+
+
+# ---------------------------------------------------------------- fit_intercept=True (the libsvm model)
+def _intercept_problem(n=40, seed=4):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, 3))
+    y = np.where(X[:, 0] + 0.5 > 0, 1.0, -1.0)  # unbalanced: the intercept is far from 0
+    from ntkref import kernels
+
+    return kernels.fc(X, depth=1).ntk, y
+
+
+@pytest.mark.parametrize("loss", ["hinge", "squared_hinge", "squared"])
+def test_fit_intercept_is_the_exact_machine_with_a_bias(loss, asxp, tonp):
+    # The machine f = Kα + b: stationarity in b gives Σαᵢ = 0, and no other b does better — the primal
+    # P(α, b) = (λ/2)αᵀKα + Σ l(Kα + b) is checked at b ± h against the returned b by direct evaluation.
+    K, y = _intercept_problem()
+    m = machines.solve(asxp(K), asxp(y), loss, 0.1, fit_intercept=True)
+    alpha, b = tonp(m.alpha_), float(m.intercept_)
+    assert abs(alpha.sum()) <= 1e-10 * np.abs(alpha).sum()
+    lossf = losses.get(loss)
+
+    def primal(bb):
+        g = K @ alpha + bb
+        return 0.05 * alpha @ K @ alpha + float(np.sum(tonp(lossf.value(asxp(g), asxp(y)))))
+
+    p0 = primal(b)
+    for h in (1e-3, 1e-1):
+        assert primal(b + h) >= p0 - 1e-10 and primal(b - h) >= p0 - 1e-10
+    assert m.duality_gap <= 1e-10 * max(1.0, m.primal_objective)
+    a2, b2 = machines.fit(asxp(K), asxp(y), loss, 0.1, fit_intercept=True)
+    np.testing.assert_array_equal(tonp(a2), alpha)
+    assert float(b2) == b
+
+
+def test_fit_intercept_hinge_equals_libsvm_at_tight_tolerance():
+    # Independent route: scikit-learn's SVC (libsvm) at tol 1e-12 on a Gram exactly representable in float32
+    # (libsvm caches K in float32), C = 1/λ: same intercept and decision values to ~1e-9.
+    from sklearn.svm import SVC
+
+    K, y = _intercept_problem(60, seed=7)
+    K = K.astype(np.float32).astype(np.float64)
+    svc = SVC(kernel="precomputed", C=10.0, tol=1e-12).fit(K, y)
+    a, b = machines.fit(K, y, "hinge", 0.1, fit_intercept=True)
+    assert abs(b - svc.intercept_[0]) <= 1e-8
+    np.testing.assert_allclose(K @ a + b, svc.decision_function(K), atol=1e-8)
+
+
+def test_fit_intercept_must_be_a_bool():
+    K, y = _intercept_problem(6)
+    with pytest.raises(InvalidParameterError, match="'fit_intercept'"):
+        machines.solve(K, y, "hinge", 0.1, fit_intercept="yes")
