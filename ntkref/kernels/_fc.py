@@ -212,13 +212,18 @@ def check_finite_kernel(value, caller, xp, params="'x1'/'x2', 'W_std' and 'b_std
 # ------------------------------------------------------------------ memory guard
 
 
+_HOST_FLOOR = 256 * 2**20  # bytes
+
+
 def _available_memory(xp, like):
     """Bytes that can still be allocated where ``like`` lives, or ``None`` when unknown.
 
     CuPy: the device's free memory (``cupy.cuda.runtime.memGetInfo``) plus the unused blocks of CuPy's
     memory pool; torch/JAX on an accelerator:
     unknown (no guard); everything else lives in host memory: ``MemAvailable`` of /proc/meminfo, else
-    ``os.sysconf`` (available physical pages).
+    ``os.sysconf`` (available physical pages), but never less than 256 MiB: MemAvailable is the kernel's
+    estimate of what can be allocated without swapping, and on a busy machine it can read ~0 for a moment
+    while a few MiB are still found — the guard is for Gram matrices of gigabytes, not for small arrays.
     """
     if _gpu.is_cupy(xp):
         # free device memory plus the blocks CuPy's pool holds but does not use (freed arrays are cached)
@@ -233,11 +238,11 @@ def _available_memory(xp, like):
         with open("/proc/meminfo") as f:
             for line in f:
                 if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
+                    return max(int(line.split()[1]) * 1024, _HOST_FLOOR)
     except OSError:
         pass
     try:
-        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+        return max(int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE")), _HOST_FLOOR)
     except (ValueError, OSError, AttributeError):
         return None
 
