@@ -10,7 +10,12 @@ Public objects:
 - :func:`arora_ntk` — seed 004 eq. (8) (c_σ = 2, no 1/d).
 - :func:`chen_ntk` — seed 000's convention (W_std = 1, no bias) at any depth.
 - :func:`cntk` — NNGP/NTK of ReLU CNNs with SAME convolutions (seed 004), GAP or flatten readout.
+- :func:`store_gram`, :func:`open_gram` — a Dask Gram written to / read from disk block by block (Zarr or
+  ``.npy``), for Gram matrices larger than memory.
+
+On Dask arrays ``fc``, ``cntk`` (and ``nets.empirical_ntk``) build one task per block without computing.
 """
+from .._dask import open_gram, store_gram
 from ._cntk import cntk
 from ._fc import ACTIVATIONS, Activation, Kernel, fc, fc_diagonal
 from ._two_layer import arora_ntk, relu_h, two_layer_relu_ntk, wei_k1_k2, wei_kernel
@@ -34,7 +39,9 @@ __all__ = [
     "cntk",
     "fc",
     "fc_diagonal",
+    "open_gram",
     "relu_h",
+    "store_gram",
     "two_layer_relu_ntk",
     "wei_k1_k2",
     "wei_kernel",
