@@ -74,27 +74,52 @@ of the dense readout are not trained, so their gradients are dropped from
 the tangent kernel: Θ_1 = 0 instead of Σ_1, and ntk = W_{L+1}² R(Θ̇_L)
 without the readout's nngp term.  ``.nngp`` is unchanged.
 
-Accuracy.  The ReLU angle needs s − k (s = √(q q′)), which cancels for
-near-parallel pixel pairs; the recursion therefore also carries the squared
-distance D = E(h_p − h′_{p′})² of the zero-padded feature maps (linear under
-the convolution, bias-free, and with the exact ReLU update
-D ← D/2 − (s/π)(sin θ − θ cos θ)), and uses s − k = (D − (√q − √q′)²)/2.
-Self pixel pairs (x = x′, p = p′; the whole vanilla self-kernel) and pairs of
-equal norm are then exact to a few ulps (tested against the closed-form
-diagonal to 1e-14); float64 entries are accurate to ~1e-13 relative, except
-pixel pairs that are near-parallel *and* of unequal norm (e.g. x′ = c·x),
-where the cancellation is in D − (√q − √q′)² itself (used only where
-D < s; elsewhere s − k directly, as neural-tangents): the angle is then off
-by ≲ √(2δ), δ ≈ 30ε the relative rounding, and κ̇ by ≲ √(60ε)/(2π) ≈ 2e-8.  float32 inputs are computed in float32
-(≈1e-6 relative, ≈3e-4 in the parallel-unequal-norm case).
+Accuracy (the numerics, tested against an independent 40-digit mpmath
+evaluation of the recursion on adversarial images).  The ReLU angle needs
+e = s − k and f = s + k (s = √(q q′)), which cancel for near-parallel and
+antiparallel pixel pairs: there neural-tangents' atan2(√(q q′ − k²), k)
+loses half the digits (an angle of 1e-9 comes out as ~1e-8).  Here the angle
+is θ = 2·arctan √(e/f), and wherever e/f < 1/64 (or, in the first layer,
+where pixel pairs can be antiparallel, f/e < 1/64) e and f are recomputed
+from sums of nonnegative terms, without cancellation:
+
+    layer 1:   e = β + ½ n n′ ‖Û_p − Û′_p′‖²,  f = β + 2b² + ½ n n′ ‖Û_p + Û′_p′‖²,
+    layer ℓ>1: e = β + ½ n n′ ‖α̂_p − α̂′_p′‖² + (W²/q²) Σ_δ ẽ[p+δ, p′+δ],
+
+with U_p the zero-padded input patch at p (C·q² values, n = W‖U_p‖/(q√C)),
+α_p the patch of √(post-activation variance) of the previous layer (n its
+norm times W/q), β = b²(n − n′)²/(s + n n′ + b²) the bias term
+(= √((n²+b²)(n′²+b²)) − n n′ − b² ≥ 0) and ẽ = √(a a′) − E[relu u relu v]
+= ½(e − s(sin θ − θ cos θ)/π) ≥ 0 the previous layer's post-activation
+excess (series for θ < 0.1).  (Cauchy–Schwarz split: s − k = β + the
+variance patches' misalignment + the covariance deficits.)  Every other
+entry has e/f ≥ 1/64, where the direct s ∓ k costs at most ≈ 16ε in the angle.
+Without biases the images are first scaled by powers of two (exact) and the
+kernel by their product afterwards (positive homogeneity), so images from
+1e-150 to 1e150 neither underflow nor overflow.
+
+Measured (tests/test_cntk.py, float64): every entry within 1e-13·√(K(x,x)
+K(x′,x′)) of the 40-digit value (K = the same output, nngp or ntk), on x and
+−x, x and c·x, constant and zero patches, zero images, scales 1e-150..1e150,
+gap and flatten, depths 1–4, 1×1 and 3×3 filters, with and without biases.
+float32 inputs are computed in float32 (≈1e-6 relative).
+
+Speed (NumPy).  The pixel-pair tensors of a pair are stored on the zero-padded
+grid, flattened, so every joint shift of the patch sum is one contiguous slice
+addition; the elementwise passes write into per-thread work buffers (no page
+faults from fresh allocations); pairs run in threads (NumPy's loops release the
+GIL; BLAS is held to one thread); a symmetric Gram computes the pairs i ≤ j.
+The refinement runs only where flagged entries exist (a min/max over the ratio).
 """
 from __future__ import annotations
 
 import math
+import os
 
 import array_api_compat
 
 from .._backend import device_of, namespace
+from .._compat import scatter_flat, single_threaded_blas
 from .._validation import (
     InvalidParameterError,
     check_array,
@@ -108,190 +133,425 @@ from ._fc import Kernel, check_finite_kernel, check_memory
 __all__ = ["cntk"]
 
 _CALLER = "cntk"
-_TWO_PI = 2.0 * math.pi
-# Number of (H + q − 1)(W + q − 1)·P-sized float arrays alive at once per pair
-# (K, Θ, D, the border term, ReLU temporaries) in the full-tensor path, and of
-# (H + q − 1)(W + q − 1)-sized ones in the diagonal path; they turn
-# ``max_memory`` into a chunk size.  The tracemalloc peaks measured by
-# validation/bench/bench_cntk.py (32×32×3, depth 3 and 6) stay below the bound.
-_FULL_ARRAYS_PER_PAIR = 18
-_DIAG_ARRAYS_PER_PAIR = 24
+_PI = math.pi
+_TAU = 1.0 / 64  # e/f below _TAU (layer 1: or above 1/_TAU) → e and f recomputed without cancellation
+_SERIES_THRESHOLD = 0.1
+# sin θ − θ cos θ = Σ_{n≥1} (−1)^{n+1} 2n θ^{2n+1}/(2n+1)!; 4 terms: relative truncation error < 3e-17 for θ < 0.1
+_SERIES = [(-1) ** (n + 1) * 2 * n / math.factorial(2 * n + 1) for n in range(1, 5)]
+# work buffers of a batch (numbers of m·N-entry float arrays), for the memory estimate
+_BUFFERS = 10
+_REFINE_CHUNK = 1 << 15
 
 
 # ----------------------------------------------------------------------------
-# building blocks (all array-API only)
+# layout
 # ----------------------------------------------------------------------------
-def _zero_pad(a, axis, width, xp):
-    """Zero-pad ``a`` by ``width`` entries on both sides of ``axis``."""
-    if width == 0:
-        return a
-    shape = list(a.shape)
-    shape[axis] = width
-    zeros = xp.zeros(tuple(shape), dtype=a.dtype, device=device_of(a))
-    return xp.concat([zeros, a, zeros], axis=axis)
+class _Geometry:
+    """Flat zero-padded layout of the pixel-pair tensors of a batch of image pairs.
+
+    An image lives on its (H + 2r) × (W + 2r) zero-padded grid, flattened (P̃ entries, r = (q − 1)/2); a
+    pair's tensor is the P̃ × P̃ matrix of padded pixel pairs, flattened (``full``), or its diagonal p = p′
+    (P̃ entries, the flatten readout).  A joint shift (p, p′) → (p + δ, p′ + δ) is one constant offset of the
+    flat index, and a shift of an interior entry by |δ| ≤ r stays inside the pair's own padding, so the patch
+    sum is 4r contiguous slice additions over a whole batch (padding entries must hold zeros on input).
+    """
+
+    def __init__(self, h, w, q, full):
+        r = q // 2
+        self.h, self.w, self.q, self.r, self.full = h, w, q, r, full
+        self.hp, self.wp = h + 2 * r, w + 2 * r
+        self.pt = self.hp * self.wp
+        self.n = self.pt * self.pt if full else self.pt
+        self.s1 = self.pt + 1 if full else 1  # joint column shift
+        self.s2 = self.wp * (self.pt + 1) if full else self.wp  # joint row shift
+        deltas = [(a, b) for a in range(-r, r + 1) for b in range(-r, r + 1)]
+        self.img_offsets = [a * self.wp + b for a, b in deltas]
+        self.pair_offsets = [a * self.s2 + b * self.s1 for a, b in deltas]
+
+    def interior_view(self, a, m, xp):
+        """The interior entries of a flat batch array (a strided view on NumPy)."""
+        r = self.r
+        if self.full:
+            v = xp.reshape(a, (m, self.hp, self.wp, self.hp, self.wp))
+            return v[:, r : self.hp - r, r : self.wp - r, r : self.hp - r, r : self.wp - r]
+        v = xp.reshape(a, (m, self.hp, self.wp))
+        return v[:, r : self.hp - r, r : self.wp - r]
 
 
-def _slice_on(ndim, axes, start, length):
-    key = [slice(None)] * ndim
-    for ax in axes:
-        key[ax] = slice(start, start + length)
-    return tuple(key)
+def _np():
+    import numpy
+
+    return numpy
 
 
-def _pad_axes(a, axes, r, xp):
-    for ax in axes:
-        a = _zero_pad(a, ax, r, xp)
+def _interior_flags(g, xp, device):
+    """(P̃,) booleans: the pixel is inside the image (not padding)."""
+    rows = xp.arange(g.pt, device=device) // g.wp
+    cols = xp.arange(g.pt, device=device) % g.wp
+    return (rows >= g.r) & (rows < g.hp - g.r) & (cols >= g.r) & (cols < g.wp - g.r)
+
+
+def _patch_sum(a, g, xp, fast, tmp=None, out=None):
+    """Σ_{|δ|≤r} a[F + offset(δ)] on a flat batch array whose padding holds zeros (the result's padding is
+    garbage).  ``fast`` (NumPy): in place into ``out``, ``tmp`` as scratch; otherwise new arrays."""
+    r = g.r
+    if fast:
+        tmp[...] = a
+        for j in range(1, r + 1):
+            d = j * g.s1
+            tmp[d:] += a[:-d]
+            tmp[:-d] += a[d:]
+        out[...] = tmp
+        for i in range(1, r + 1):
+            d = i * g.s2
+            out[d:] += tmp[:-d]
+            out[:-d] += tmp[d:]
+        return out
+    for stride in (g.s1, g.s2):
+        a = _shift_add(a, stride, r, xp)
     return a
 
 
-def _joint_shift_sum(a, axes, q, xp):
-    """Σ_{s=-r..r} a[..., i+s, ..., i′+s, ...] along ``axes`` jointly, zero outside.
-
-    Slice additions into a fresh copy (no padded copy): out[i] += a[i+s] for
-    i < n − s and out[i] += a[i−s] for i ≥ s.  Namespaces without item
-    assignment (JAX) take :func:`_joint_shift_sum_padded`, standard-only; it
-    is not the default because on NumPy it is ~15–20 % slower end to end for
-    the GAP readout with q = 3 (two padded copies per call; measured on
-    (4, 3, 32, 32) depth 2 and (6, 3, 16, 16) depth 3).
-    """
-    if array_api_compat.is_jax_namespace(xp):
-        return _joint_shift_sum_padded(a, axes, q, xp)
-    r = q // 2
-    out = xp.asarray(a, copy=True)
-    n = a.shape[axes[0]]
-    for shift in range(1, min(r, n - 1) + 1):
-        lo = _slice_on(a.ndim, axes, 0, n - shift)
-        hi = _slice_on(a.ndim, axes, shift, n - shift)
-        out[lo] = out[lo] + a[hi]
-        out[hi] = out[hi] + a[lo]
+def _shift_add(a, stride, r, xp):
+    """a[F] + Σ_{j=1..r} (a[F − j·stride] + a[F + j·stride]), zero outside (standard operations only)."""
+    n = a.shape[0]
+    out = a
+    for j in range(1, r + 1):
+        d = min(j * stride, n)
+        z = xp.zeros((d,), dtype=a.dtype, device=device_of(a))
+        out = out + xp.concat([z, a[: n - d]]) + xp.concat([a[d:], z])
     return out
 
 
-def _joint_shift_sum_padded(a, axes, q, xp):
-    """:func:`_joint_shift_sum` with standard operations only: zero-pad ``axes`` by r once, then add the
-    2r + 1 jointly shifted windows (new arrays and ``+=``, no item assignment)."""
-    n = a.shape[axes[0]]
-    r = min(q // 2, n - 1)  # shifts of n or more read only padding
-    if r == 0:
+def _zero_pads(a, g, m, xp, fast, keep=None):
+    """``a`` with its padding entries set to 0: slice assignments in place (NumPy), else a selection by the
+    interior flags ``keep`` (m·N booleans)."""
+    if g.r == 0:
         return a
-    p = _pad_axes(a, axes, r, xp)
-    out = p[_slice_on(a.ndim, axes, r - 1, n)] + p[_slice_on(a.ndim, axes, r, n)]
-    out += p[_slice_on(a.ndim, axes, r + 1, n)]
-    for shift in range(2, r + 1):
-        out += p[_slice_on(a.ndim, axes, r - shift, n)]
-        out += p[_slice_on(a.ndim, axes, r + shift, n)]
-    return out
+    if not fast:
+        return xp.where(keep, a, xp.zeros_like(a))  # the padding may hold NaN (0/0): a product would keep it
+    v = a.reshape((m, g.hp, g.wp, g.hp, g.wp) if g.full else (m, g.hp, g.wp))
+    r = g.r
+    for ax in range(1, v.ndim):
+        size = v.shape[ax]
+        for sl in (slice(0, r), slice(size - r, size)):
+            key = [slice(None)] * v.ndim
+            key[ax] = sl
+            v[tuple(key)] = 0.0
+    return a
 
 
-def _patch_mean_full(k, q, xp):
-    """𝒜 on (m, H, W, H, W): (1/q²) Σ_{a,b} k[:, i+a, j+b, i′+a, j′+b], zero outside.
+# ----------------------------------------------------------------------------
+# per-image maps
+# ----------------------------------------------------------------------------
+def _pad_images(x, g, xp):
+    """(n, C, P̃): the images on their zero-padded grids, flattened, divided by √C."""
+    n, c, h, w = x.shape
+    dev = device_of(x)
+    y = x / math.sqrt(c)
+    if g.r:
+        zc = xp.zeros((n, c, h, g.r), dtype=x.dtype, device=dev)
+        y = xp.concat([zc, y, zc], axis=3)
+        zr = xp.zeros((n, c, g.r, g.wp), dtype=x.dtype, device=dev)
+        y = xp.concat([zr, y, zr], axis=2)
+    return xp.reshape(y, (n, c, g.pt))
 
-    Separable: a joint shift-sum over the row axes (1, 3), then the column
-    axes (2, 4): 2(q − 1) slice additions instead of q² − 1.
+
+def _variance_maps(xpad, g, cs, b2s, xp):
+    """Per image and conv layer ℓ, σ_ℓ = √Σ_ℓ(x, x)[p, p] on the padded grid (0 in the padding), (n, P̃).
+
+    Σ_1 = c₁ Σ_δ ‖x_{p+δ}‖²/C + b₁², Σ_{ℓ+1} = c_{ℓ+1} Σ_δ Σ_ℓ[p+δ]/2 + b²_{ℓ+1} (E relu(u)² = var/2),
+    c = W²/q².
     """
-    if q == 1:
-        return k
-    out = _joint_shift_sum(k, (1, 3), q, xp)
-    out = _joint_shift_sum(out, (2, 4), q, xp)
-    return out / float(q * q)
+    n = xpad.shape[0]
+    img = Geometry_images(g)
+    keep = xp.astype(_interior_flags(g, xp, device_of(xpad)), xpad.dtype)
+    u = xp.sum(xpad * xpad, axis=1)  # (n, P̃): ‖x_p‖²/C
+    sig = []
+    for c, b2 in zip(cs, b2s):
+        v = c * xp.reshape(_patch_sum(xp.reshape(u, (-1,)), img, xp, False), (n, g.pt)) + b2
+        v = v * keep
+        sig.append(xp.sqrt(v))
+        u = v / 2.0
+    return sig
 
 
-def _patch_mean_diag(k, q, xp):
-    """𝒜 restricted to the offset-0 diagonal, (m, H, W): a 2-D box mean, zero outside."""
-    if q == 1:
-        return k
-    out = _joint_shift_sum(k, (1,), q, xp)
-    out = _joint_shift_sum(out, (2,), q, xp)
-    return out / float(q * q)
+def Geometry_images(g):
+    """The geometry of single images (the diagonal layout): joint shifts are image shifts."""
+    return _Geometry(g.h, g.w, g.q, False)
 
 
-def _shifted_maps(u, q, xp):
-    """(m, q², H, W): u[i+a, j+b] for every offset (a, b), zero outside the image."""
-    r = q // 2
-    h, w = u.shape[-2], u.shape[-1]
-    padded = _pad_axes(u, (u.ndim - 2, u.ndim - 1), r, xp)
-    return xp.stack(
-        [padded[..., a : a + h, b : b + w] for a in range(q) for b in range(q)], axis=-3
-    )
-
-
-def _patch_mean_distance_full(d, ua, ub, q, xp):
-    """𝒜 of the squared distance D = E(h_p − h′_p′)² of the zero-padded feature maps.
-
-    Inside the image D is the tracked tensor; where exactly one of the two
-    pixels lies in the padding, the distance is the other's second moment
-    (ua[p] or ub[p′], the maps entering the conv); where both do, 0.  So
-    Σ_δ D̃[p+δ, p′+δ] = (zero-padded joint shift-sum of D)
-    + Σ_δ ua[p+δ]·out(p′+δ) + Σ_δ out(p+δ)·ub[p′+δ], out = 1 in the padding.
-    The border terms are a sum of 2q² outer products (nonnegative, no
-    cancellation): one batched matmul with inner size 2q².
-    """
-    if q == 1:
-        return d
-    m, h, w = d.shape[0], d.shape[1], d.shape[2]
-    p = h * w
-    inside = xp.ones((h, w), dtype=d.dtype, device=device_of(d))
-    outside = 1.0 - _shifted_maps(inside, q, xp)  # (q², H, W): out(p + δ)
-    out_flat = xp.broadcast_to(xp.reshape(outside, (1, q * q, p)), (m, q * q, p))
-    ua_sh = xp.reshape(_shifted_maps(ua, q, xp), (m, q * q, p))
-    ub_sh = xp.reshape(_shifted_maps(ub, q, xp), (m, q * q, p))
-    left = xp.concat([ua_sh, out_flat], axis=1)  # (m, 2q², P), indexed by p
-    right = xp.concat([out_flat, ub_sh], axis=1)  # (m, 2q², P), indexed by p′
-    border = xp.reshape(xp.matmul(xp.permute_dims(left, (0, 2, 1)), right), (m, h, w, h, w))
-    out = _joint_shift_sum(d, (1, 3), q, xp)
-    out = _joint_shift_sum(out, (2, 4), q, xp)
-    return (out + border) / float(q * q)
-
-
-_SERIES_THRESHOLD = 0.1
-# sin θ − θ cos θ = Σ_{n≥1} (−1)^{n+1} 2n θ^{2n+1}/(2n+1)!; 4 terms: relative
-# truncation error < 3e-17 for θ < 0.1
-_SERIES = [(-1) ** (n + 1) * 2 * n / math.factorial(2 * n + 1) for n in range(1, 5)]
-
-
-def _s_times_sin_minus_theta_cos(theta, root, k, s, xp):
-    """s·(sin θ − θ cos θ) = root − θ k (s sin θ = root, s cos θ = k).
-
-    The difference cancels for small θ (≈ sθ³/3); there the series is used.
-    For θ ≥ 0.1 the cancellation costs at most a factor 3/θ² = 300, i.e.
-    ≲ 1e-13 relative on a term that is itself a correction to D/2.
-    """
+# ----------------------------------------------------------------------------
+# refinement of flagged entries (near-parallel / antiparallel pixel pairs)
+# ----------------------------------------------------------------------------
+def _s_sin_minus_theta_cos(theta, s, xp):
+    """s·(sin θ − θ cos θ) ≥ 0, by its series for θ < 0.1 (the difference cancels there, ≈ sθ³/3)."""
     t2 = theta * theta
     series = _SERIES[3] * t2 + _SERIES[2]
     series = series * t2 + _SERIES[1]
     series = series * t2 + _SERIES[0]
-    series = s * (series * (t2 * theta))
-    return xp.where(theta < _SERIES_THRESHOLD, series, root - theta * k)
+    series = series * (t2 * theta)
+    direct = xp.sin(theta) - theta * xp.cos(theta)
+    return s * xp.where(theta < _SERIES_THRESHOLD, series, direct)
 
 
-def _relu_step(k, d, ra, rb, xp, any_zero_variance):
-    """ReLU moments per pixel pair, from the covariance k and the distance d.
-
-    ``ra``, ``rb``: √variances of the two pre-activations (broadcastable);
-    s = ra·rb; the tracked d = q₁ + q₂ − 2k gives s − k = (d − (ra − rb)²)/2
-    without cancellation for near-parallel pairs (exactly 0 for a self pair;
-    used where D < s, else s − k directly, so never worse than the latter),
-    θ = atan2(√((s − k)(s + k)), k).  Returns the post-ReLU covariance
-    E[relu u relu v] = (√((s−k)(s+k)) + (π − θ)k)/(2π), its distance
-    E[(relu u − relu v)²] = d/2 − (s/π)(sin θ − θ cos θ), and
-    κ̇ = P[u > 0, v > 0] = (π − θ)/(2π) (0 where s = 0, i.e. relu′(0) = 0).
-    """
-    s = ra * rb
-    gap = ra - rb
-    below = xp.where(d < s, (d - gap * gap) * 0.5, s - k)
-    below = xp.clip(below, min=0.0)
-    above = xp.clip(s + k, min=0.0)
-    root = xp.sqrt(below) * xp.sqrt(above)  # not √(below·above): that product overflows for |x| > 1e77
-    theta = xp.atan2(root, k)
-    rest = math.pi - theta
-    k_relu = (root + rest * k) * (1.0 / _TWO_PI)
-    d_relu = xp.clip(d * 0.5 - _s_times_sin_minus_theta_cos(theta, root, k, s, xp) * (1.0 / math.pi), min=0.0)
-    kdot = rest * (1.0 / _TWO_PI)
-    if any_zero_variance:  # only then is the mask needed (saves a pass otherwise)
-        kdot = xp.where(s > 0, kdot, xp.zeros_like(kdot))
-    return k_relu, d_relu, kdot
+def _unit_rows(v, xp):
+    nrm = xp.sqrt(xp.sum(v * v, axis=1))
+    safe = xp.where(nrm > 0, nrm, xp.ones_like(nrm))
+    return v / safe[:, None], nrm
 
 
+def _refine(idx, layer, st, g, xp):
+    """Cancellation-free e = s − k and f = s + k at the flat batch entries ``idx`` (module docstring)."""
+    pt, n = g.pt, g.n
+    jj = idx // n
+    loc = idx % n
+    if g.full:
+        pa, pb = loc // pt, loc % pt
+    else:
+        pa = pb = loc
+    c, b2 = st["c"][layer], st["b2"][layer]
+    sa, sb = st["sig_a"][layer], st["sig_b"][layer]
+    s = xp.take(xp.reshape(sa, (-1,)), jj * pt + pa) * xp.take(xp.reshape(sb, (-1,)), jj * pt + pb)
+    offs = xp.asarray(g.img_offsets, device=device_of(idx))
+    if layer == 0:
+        xa, xb = st["xa"], st["xb"]
+        ch = xa.shape[1]
+        chan = xp.arange(ch, device=device_of(idx))
+        base_a = (jj * ch)[:, None, None] * pt + chan[None, :, None] * pt + pa[:, None, None] + offs[None, None, :]
+        base_b = (jj * ch)[:, None, None] * pt + chan[None, :, None] * pt + pb[:, None, None] + offs[None, None, :]
+        k_rows = idx.shape[0]
+        va = xp.reshape(xp.take(xp.reshape(xa, (-1,)), xp.reshape(base_a, (-1,))), (k_rows, -1))
+        vb = xp.reshape(xp.take(xp.reshape(xb, (-1,)), xp.reshape(base_b, (-1,))), (k_rows, -1))
+    else:
+        # √(post-activation variance) of the previous layer: σ/√2 inside, 0 in the padding
+        pa_prev = xp.reshape(st["sig_a"][layer - 1], (-1,)) * (1 / math.sqrt(2.0))
+        pb_prev = xp.reshape(st["sig_b"][layer - 1], (-1,)) * (1 / math.sqrt(2.0))
+        k_rows, nq = idx.shape[0], len(g.img_offsets)
+        va = xp.reshape(xp.take(pa_prev, xp.reshape((jj * pt + pa)[:, None] + offs[None, :], (-1,))), (k_rows, nq))
+        vb = xp.reshape(xp.take(pb_prev, xp.reshape((jj * pt + pb)[:, None] + offs[None, :], (-1,))), (k_rows, nq))
+    ua, na = _unit_rows(va, xp)
+    ub, nb = _unit_rows(vb, xp)
+    rc = math.sqrt(c)
+    na, nb = rc * na, rc * nb
+    dm = ua - ub
+    dm = xp.sum(dm * dm, axis=1)
+    half = 0.5 * na * nb
+    if b2 > 0:
+        gap = na - nb
+        beta = b2 * (gap * gap) / (s + na * nb + b2)
+    else:
+        beta = xp.zeros_like(s)
+    e = beta + half * dm
+    if layer == 0:
+        dp = ua + ub
+        f = beta + 2 * b2 + half * xp.sum(dp * dp, axis=1)
+    else:
+        e = e + c * _previous_excess(idx, jj, pa, pb, layer, st, g, xp)
+        f = 2 * s - e
+    return e, f
+
+
+def _previous_excess(idx, jj, pa, pb, layer, st, g, xp):
+    """Σ_δ ẽ[p+δ, p′+δ] of the previous layer, ẽ = √(a a′) − E[relu u relu v] = ½(e − s(sin θ − θ cos θ)/π)."""
+    pt = g.pt
+    dev = device_of(idx)
+    inside = xp.reshape(st["inside"], (-1,))
+    e_old = st["e_prev"]
+    pmt_old = st["pmt_prev"]
+    sa = xp.reshape(st["sig_a"][layer - 1], (-1,))
+    sb = xp.reshape(st["sig_b"][layer - 1], (-1,))
+    total = xp.zeros(idx.shape, dtype=sa.dtype, device=dev)
+    for o_img, o_pair in zip(g.img_offsets, g.pair_offsets):
+        qa, qb = pa + o_img, pb + o_img
+        ok = xp.take(inside, qa) & xp.take(inside, qb)
+        fo = idx + o_pair
+        s = xp.take(sa, jj * pt + qa) * xp.take(sb, jj * pt + qb)
+        theta = _PI - xp.take(pmt_old, fo)
+        e = xp.take(e_old, fo)
+        ex = 0.5 * (e - _s_sin_minus_theta_cos(theta, s, xp) * (1 / _PI))
+        ex = xp.clip(ex, min=0.0)
+        total = total + xp.where(ok, ex, xp.zeros_like(ex))
+    return total
+
+
+# ----------------------------------------------------------------------------
+# one batch of image pairs
+# ----------------------------------------------------------------------------
+def _batch_sums(st, g, m, xp, fast, work):
+    """Σ over interior entries of 2π·K_L and 2π·Θ_L·κ̇_L for each of the m pairs of the batch."""
+    depth = len(st["c"])
+    dev = device_of(st["xa"])
+    total = m * g.n
+    keep = None
+    if not fast:
+        keep = xp.reshape(xp.broadcast_to(xp.reshape(_pair_inside(g, xp, dev), (1, g.n)), (m, g.n)), (-1,))
+    st["inside"] = _interior_flags(g, xp, dev)
+
+    def buf(name):
+        return work[name][:total] if fast else None
+
+    kp = thp = None  # 2π·post-activation covariance and 2π·Θ⊙κ̇ of the previous layer (padding zeroed)
+    e_prev = pmt_prev = None
+    for layer in range(depth):
+        c, b2 = st["c"][layer], st["b2"][layer]
+        if layer == 0:
+            xa, xb = st["xa"], st["xb"]
+            if g.full:
+                if fast:
+                    k0 = buf("s").reshape((m, g.pt, g.pt))
+                    _np().matmul(xa.transpose((0, 2, 1)), xb, out=k0)
+                    k0 = buf("s")
+                else:
+                    k0 = xp.reshape(xp.matmul(xp.permute_dims(xa, (0, 2, 1)), xb), (-1,))
+            else:
+                k0 = xp.reshape(xp.sum(xa * xb, axis=1), (-1,))
+                if fast:
+                    buf("s")[...] = k0
+                    k0 = buf("s")
+            k = _patch_sum(k0, g, xp, fast, buf("tmp"), buf("k"))
+            if fast:
+                k *= c
+                if b2:
+                    k += b2
+                th = buf("th")
+                if st["fix"]:
+                    th[...] = 0.0
+                else:
+                    th[...] = k
+            else:
+                k = c * k + b2
+                th = xp.zeros_like(k) if st["fix"] else k
+        else:
+            scale = c / (2 * _PI)
+            if fast:
+                k = _patch_sum(kp, g, xp, fast, buf("tmp"), buf("k"))
+                k *= scale
+                if b2:
+                    k += b2
+                th = _patch_sum(thp, g, xp, fast, buf("tmp"), buf("f"))
+                th *= scale
+                th += k
+                # the names rotate: "th" now holds the old Θ′ buffer, free again
+                work["th"], work["f"] = work["f"], work["th"]
+            else:
+                k = scale * _patch_sum(kp, g, xp, fast) + b2
+                th = k + scale * _patch_sum(thp, g, xp, fast)
+        kp, thp = _relu_step(k, th, layer, st, g, m, xp, fast, work, buf, keep, e_prev, pmt_prev)
+        e_prev, pmt_prev = st["e_prev"], st["pmt_prev"]
+    kp, thp = xp.reshape(kp, (m, g.n)), xp.reshape(thp, (m, g.n))
+    if g.full and st["diagonal_readout"]:  # flatten readout on the full tensor: the entries p = p′
+        kp, thp = kp[:, :: g.pt + 1], thp[:, :: g.pt + 1]
+    return xp.sum(kp, axis=1), xp.sum(thp, axis=1)
+
+
+def _pair_inside(g, xp, dev):
+    ins = _interior_flags(g, xp, dev)
+    if g.full:
+        return xp.reshape(ins[:, None] & ins[None, :], (-1,))
+    return ins
+
+
+def _relu_step(k, th, layer, st, g, m, xp, fast, work, buf, keep, e_prev, pmt_prev):
+    """The ReLU moments of one layer on the batch; returns (2π·K_post, 2π·Θ⊙κ̇), padding zeroed."""
+    total = m * g.n
+    sa, sb = st["sig_a"][layer], st["sig_b"][layer]
+    ebuf, pbuf = ("e0", "p0") if layer % 2 == 0 else ("e1", "p1")
+    if g.full:
+        if fast:
+            s = buf("s")
+            _np().multiply(sa[:, :, None], sb[:, None, :], out=s.reshape((m, g.pt, g.pt)))
+        else:
+            s = xp.reshape(sa[:, :, None] * sb[:, None, :], (-1,))
+    else:
+        s = xp.reshape(sa * sb, (-1,))
+        if fast:
+            buf("s")[...] = s
+            s = buf("s")
+    zero_s = None
+    if st["zero_sig"][layer]:
+        zero_s = s == 0
+    if fast:
+        np = _np()
+        e = np.subtract(s, k, out=buf(ebuf))
+        f = np.add(s, k, out=buf("f"))
+        if zero_s is not None:  # s = 0: k = 0 too; a benign ratio here, the outputs are set to 0 below
+            e[zero_s] = 1.0
+            f[zero_s] = 1.0
+        r = np.divide(e, f, out=buf(pbuf))
+    else:
+        e, f = s - k, s + k
+        if zero_s is not None:
+            one = xp.ones_like(e)
+            e, f = xp.where(zero_s, one, e), xp.where(zero_s, one, f)
+        r = e / f
+    # entries to refine: near-parallel (r small) anywhere, antiparallel (r large) in layer 1
+    st["e_prev"], st["pmt_prev"] = e_prev, pmt_prev
+    inner = g.interior_view(r, m, xp)
+    flagged = float(xp.min(inner)) < _TAU
+    if layer == 0 and not flagged:
+        flagged = float(xp.max(inner)) > 1 / _TAU
+    ref = None
+    if flagged:
+        inside = _pair_inside(g, xp, device_of(r))
+        inside = xp.reshape(xp.broadcast_to(xp.reshape(inside, (1, g.n)), (m, g.n)), (-1,))
+        cond = r < _TAU
+        if layer == 0:
+            cond = cond | (r > 1 / _TAU)
+        cond = cond & inside
+        idx = xp.nonzero(cond)[0]
+        parts_e, parts_f = [], []
+        for start in range(0, idx.shape[0], _REFINE_CHUNK):
+            sel = idx[start : min(idx.shape[0], start + _REFINE_CHUNK)]
+            pe, pf = _refine(sel, layer, st, g, xp)
+            parts_e.append(pe)
+            parts_f.append(pf)
+        e_ref, f_ref = xp.concat(parts_e), xp.concat(parts_f)
+        e = scatter_flat(e, cond, idx, e_ref, xp)
+        f = scatter_flat(f, cond, idx, f_ref, xp)
+        r = scatter_flat(r, cond, idx, e_ref / f_ref, xp)
+        ref = (cond, idx, e_ref, f_ref)
+    if fast:
+        np = _np()
+        t = np.sqrt(r, out=r)
+        root = np.multiply(t, f, out=f)  # s·sin θ = √(e f)
+        pmt = np.arctan(t, out=t)
+        pmt *= -2.0
+        pmt += _PI  # π − θ
+        kp = np.multiply(pmt, k, out=buf("s"))
+        kp += root  # 2π·E[relu u relu v] = s sin θ + (π − θ) k
+        thp = th
+        thp *= pmt
+    else:
+        t = xp.sqrt(r)
+        root = t * f
+        pmt = _PI - 2.0 * xp.atan(t)
+        kp = pmt * k + root
+        thp = th * pmt
+    if ref is not None:  # exact antiparallel pairs: t = ∞, f = 0, so t·f is recomputed as √e·√f
+        cond, idx, e_ref, f_ref = ref
+        fixed = xp.take(pmt, idx) * xp.take(k, idx) + xp.sqrt(e_ref) * xp.sqrt(f_ref)
+        kp = scatter_flat(kp, cond, idx, fixed, xp)
+    if zero_s is not None:
+        zeros = xp.zeros_like(kp)
+        if fast:
+            kp[zero_s] = 0.0
+            thp[zero_s] = 0.0
+            pmt[zero_s] = 0.0
+            e[zero_s] = 0.0
+        else:
+            kp, thp = xp.where(zero_s, zeros, kp), xp.where(zero_s, zeros, thp)
+            pmt, e = xp.where(zero_s, zeros, pmt), xp.where(zero_s, zeros, e)
+    kp = _zero_pads(kp, g, m, xp, fast, keep)
+    thp = _zero_pads(thp, g, m, xp, fast, keep)
+    st["e_prev"], st["pmt_prev"] = e, pmt
+    del total
+    return kp, thp
+
+
+# ----------------------------------------------------------------------------
+# validation helpers
+# ----------------------------------------------------------------------------
 def _per_layer(value, name, depth):
     """Broadcast a scalar or a per-layer sequence (depth convs + readout)."""
     if isinstance(value, (list, tuple)):
@@ -306,84 +566,47 @@ def _per_layer(value, name, depth):
     return [v] * (depth + 1)
 
 
-def _variance_maps(x, ws, bs, q, xp):
-    """Per-image second moments, layer by layer.
+def _check_pixel_scale(x, name, w0, xp):
+    """Refuse pixel values whose squares (summed over channels, times W_std[0]²) would overflow.
 
-    Returns (inputs, roots): ``inputs[ℓ]`` (n, H, W) is the second moment of
-    the feature map entering conv ℓ+1 (‖x_p‖²/C, then v_ℓ/2 since
-    E[relu(u)²] = var/2), ``roots[ℓ]`` is √v of the pre-activation variance
-    Σ_{ℓ+1}(x, x)[p, p].
+    The recursion starts from K₀ = xᵀx'/C, so every |pixel value| must be at most
+    √(largest float)/(4·√C·max(1, W_std[0])); beyond that InvalidParameterError names ``name``.
     """
+    if x.shape[0] == 0:
+        return
     c = x.shape[1]
-    u = xp.sum(x * x, axis=1) / float(c)
-    inputs, roots = [], []
-    for layer in range(len(ws) - 1):
-        inputs.append(u)
-        v = ws[layer] ** 2 * _patch_mean_diag(u, q, xp) + bs[layer] ** 2
-        roots.append(xp.sqrt(v))
-        u = v / 2.0
-    return inputs, roots
+    largest = float(xp.max(xp.abs(x)))
+    limit = math.sqrt(float(xp.finfo(x.dtype).max)) / 4 / math.sqrt(c) / max(1.0, w0)
+    if not largest <= limit:
+        dtype = "float32" if x.dtype == xp.float32 else "float64"
+        raise InvalidParameterError(
+            f"The {name!r} parameter of {_CALLER} has a pixel value of magnitude {largest:.3g}, outside the "
+            f"representable range: with {c} channel(s) and W_std[0] = {w0:.3g}, |values| must be at most "
+            f"{limit:.3g} in {dtype} (the first-layer variances would overflow). Rescale the inputs."
+        )
 
 
-def _pair_kernels(xa, xb, maps_a, maps_b, ws, bs, q, readout, full, fix, xp):
-    """nngp, ntk of the aligned pairs (xa[m], xb[m]); shapes (m,).
+def _power_of_two_scales(x, xp):
+    """(n,) powers of two 2^e with max|x_i| / 2^e in [1, 2) (1 for zero images): exact rescaling factors."""
+    n = x.shape[0]
+    big = xp.max(xp.abs(xp.reshape(x, (n, -1))), axis=1)
+    safe = xp.where(big > 0, big, xp.ones_like(big))
+    expo = xp.floor(xp.log2(safe))
+    two = xp.asarray(2.0, dtype=x.dtype, device=device_of(x))
+    return xp.pow(two, expo)
 
-    ``maps_a``/``maps_b``: (inputs, roots) of :func:`_variance_maps` for the
-    pairs' images, each entry (m, H, W).  ``full``: run on the
-    (m, H, W, H, W) pixel-pair tensor; otherwise on the (m, H, W) offset-0
-    diagonal (valid for the flatten readout only; there both pixels of a
-    pair are inside or both in the padding, so D is zero-padded too).
-    """
-    m, c, h, w = xa.shape
-    depth = len(ws) - 1
-    (ua, ra), (ub, rb) = maps_a, maps_b
-    if full:
-        xa_r = xp.reshape(xa, (m, c, h * w))
-        xb_r = xp.reshape(xb, (m, c, h * w))
-        k = xp.matmul(xp.permute_dims(xa_r, (0, 2, 1)), xb_r) / float(c)
-        k = xp.reshape(k, (m, h, w, h, w))
-        d = None
-        for ch in range(c):  # ‖x_p − x′_p′‖² summed channel by channel (no cancellation)
-            diff = xa_r[:, ch, :, None] - xb_r[:, ch, None, :]
-            d = diff * diff if d is None else d + diff * diff
-        d = xp.reshape(d / float(c), (m, h, w, h, w))
-    else:
-        k = xp.sum(xa * xb, axis=1) / float(c)
-        diff = xa - xb
-        d = xp.sum(diff * diff, axis=1) / float(c)
-    t = None
-    for layer in range(depth):
-        w2, b2 = ws[layer] ** 2, bs[layer] ** 2
-        if full:
-            k = w2 * _patch_mean_full(k, q, xp) + b2
-            d = w2 * _patch_mean_distance_full(d, ua[layer], ub[layer], q, xp)  # b² cancels
-            t_conv = _patch_mean_full
-            sa = ra[layer][:, :, :, None, None]
-            sb = rb[layer][:, None, None, :, :]
-        else:
-            k = w2 * _patch_mean_diag(k, q, xp) + b2
-            d = w2 * _patch_mean_diag(d, q, xp)
-            t_conv = _patch_mean_diag
-            sa, sb = ra[layer], rb[layer]
-        if layer == 0:
-            t = xp.zeros_like(k) if fix else k
-        else:
-            t = k + w2 * t_conv(t, q, xp)
-        zero_var = bool(xp.any(ra[layer] == 0)) or bool(xp.any(rb[layer] == 0))
-        k, d, kdot = _relu_step(k, d, sa, sb, xp, zero_var)
-        t = t * kdot
-    if full and readout == "flatten":
-        # offset-0 entries: every (P + 1)-th entry of the flattened (P, P) matrix
-        p = h * w
-        k = xp.reshape(k, (m, p * p))[:, :: p + 1]
-        t = xp.reshape(t, (m, p * p))[:, :: p + 1]
-    k = xp.reshape(k, (m, -1))
-    t = xp.reshape(t, (m, -1))
-    w2, b2 = ws[depth] ** 2, bs[depth] ** 2
-    nngp = w2 * xp.mean(k, axis=1) + b2
-    ntk_tail = w2 * xp.mean(t, axis=1)
-    ntk = ntk_tail if fix else nngp + ntk_tail
-    return nngp, ntk
+
+def _n_workers(n_jobs, xp, n_tasks):
+    if n_jobs is not None:
+        n_jobs = check_int(n_jobs, "n_jobs", caller=_CALLER, low=1)
+    if not array_api_compat.is_numpy_namespace(xp) or n_tasks < 2:
+        return 1
+    if n_jobs is None:
+        try:
+            n_jobs = len(os.sched_getaffinity(0))
+        except AttributeError:  # not on Linux
+            n_jobs = os.cpu_count() or 1
+    return max(1, min(n_jobs, n_tasks))
 
 
 # ----------------------------------------------------------------------------
@@ -401,6 +624,7 @@ def cntk(
     fix_first_last=False,
     method=None,
     max_memory=2**28,
+    n_jobs=None,
 ):
     r"""NNGP and NTK of the infinitely wide ReLU CNN (seed 004, CNTK).
 
@@ -446,7 +670,11 @@ def cntk(
         pixel-pair tensor (for validation).  "diagonal" with gap is an error.
     max_memory : int
         Approximate bound, in bytes, on the working memory of one batch of
-        image pairs (the batch holds ≥ 1 pair whatever the bound).
+        image pairs per worker thread (a batch holds ≥ 1 pair whatever the
+        bound; a 32×32 pair's GAP tensors take about 10 × 10.7 MB).
+    n_jobs : int ≥ 1, optional
+        Worker threads over batches of pairs (NumPy only; default: the
+        available cores).  Other namespaces run one batch at a time.
 
     Returns
     -------
@@ -460,7 +688,7 @@ def cntk(
         A pixel value of ``x1``/``x2`` above √(largest float)/(4·√C·max(1, W_std[0]))
         (the message names the parameter and the bound), or a kernel entry that
         overflows the dtype (never inf or NaN); or the outputs, the per-image
-        maps and one batch of pairs would not fit in the memory available where
+        maps and the workers' batches would not fit in the memory available where
         the arrays live (checked before computing; the message gives the size
         and the ways out).
 
@@ -468,11 +696,16 @@ def cntk(
     -----
     Arora et al.'s values (c_σ = 2, no 1/C, patch sums, trace for vanilla)
     are Θ_Arora-GAP = C·ntk and Θ_Arora-V = C·P·ntk with
-    ``W_std=[1, √2, …, √2]``; see the module docstring.  Accuracy: ≈1e-13
-    relative in float64 (self pairs exact to ulps thanks to the tracked
-    pixel-pair distance), ≲2e-8 where pixel pairs are parallel with unequal
-    norms; ≈1e-6 in float32.  Cost per pair: O(L q P²)
-    (gap) or O(L q P) (flatten) with separable patch sums.
+    ``W_std=[1, √2, …, √2]``; see the module docstring.
+
+    Accuracy (float64): every entry within 1e-13·√(K(x,x)·K(x′,x′)) of the
+    exact value of the recursion, K the same output (``nngp`` or ``ntk``),
+    measured against a 40-digit mpmath evaluation on adversarial images
+    (antiparallel and parallel pixel pairs of equal and unequal norms, zero
+    patches and images, scales 1e-150 to 1e150, biases, depths 1–4, 1×1 and
+    3×3 filters, both readouts); near-parallel and antiparallel pixel pairs
+    get their angle without cancellation (module docstring).  float32: ≈1e-6
+    relative.  Cost per pair: O(L q P²) (gap) or O(L q P) (flatten).
 
     Examples
     --------
@@ -514,6 +747,8 @@ def cntk(
         )
     full = readout == "gap" or method == "full"
     max_memory = check_int(max_memory, "max_memory", caller=_CALLER, low=1)
+    if n_jobs is not None:
+        n_jobs = check_int(n_jobs, "n_jobs", caller=_CALLER, low=1)
     ws = _per_layer(W_std, "W_std", depth)
     bs = _per_layer(b_std, "b_std", depth)
     if x1.shape[1] == 0 or x1.shape[2] == 0 or x1.shape[3] == 0:
@@ -528,114 +763,157 @@ def cntk(
     xb_all = x1 if symmetric else x2
     n1, n2 = x1.shape[0], xb_all.shape[0]
     _, c, h, w = x1.shape
-    p = h * w
+    device = device_of(x1)
+    g = _Geometry(h, w, q, full)
     itemsize = 4 if x1.dtype == xp.float32 else 8
-    # gathered images and the pairs' per-layer maps (2 per layer and side), plus the tensors
-    per_pair = itemsize * (2 * c * p + 4 * depth * p)
-    if full:
-        per_pair += itemsize * _FULL_ARRAYS_PER_PAIR * (h + q - 1) * (w + q - 1) * p
+    fast = array_api_compat.is_numpy_namespace(xp)
+
+    n_pairs = n1 * (n1 + 1) // 2 if symmetric else n1 * n2  # a symmetric Gram: the pairs i ≤ j
+    per_pair = itemsize * (_BUFFERS * g.n + 2 * (c + depth) * g.pt) + g.n  # + the refinement's flags
+    if fast:
+        # one pair a batch when its tensors exceed ~2M entries (cache-sized passes), more for small images
+        per_batch = max(1, min(max_memory // per_pair, max(1, (1 << 21) // g.n)))
     else:
-        per_pair += itemsize * _DIAG_ARRAYS_PER_PAIR * (h + q - 1) * (w + q - 1)
-    chunk = max(1, max_memory // per_pair)
-    # memory guard: the two outputs (held as blocks, then concatenated: about twice), the per-image maps
-    # and one batch of pairs, against the memory available where the arrays live
-    outputs = 2 * 2 * n1 * n2 * itemsize
-    maps = itemsize * 2 * depth * p * (n1 + (0 if symmetric else n2))
+        per_batch = max(1, max_memory // per_pair)
+    # batches: runs of ≤ per_batch pairs (i, j0..j1) along a row (j ≥ i for a symmetric Gram)
+    batches = [
+        (i, j0, min(n2, j0 + per_batch))
+        for i in range(n1)
+        for j0 in range(i if symmetric else 0, n2, per_batch)
+    ]
+    workers = _n_workers(n_jobs, xp, len(batches))
+    # the two outputs (assembled by concatenation, about twice, where arrays are not writable in place) and
+    # the per-pair sums; the per-image maps; each worker's batch
+    outputs = 2 * n1 * n2 * itemsize * (1 if fast else 3) + (0 if fast else 8 * n1 * n2 + 32 * n_pairs)
+    maps = itemsize * (c + depth) * g.pt * (n1 + (0 if symmetric else n2))
     check_memory(
-        outputs + maps + per_pair * min(chunk, max(1, n1 * n2)),  # a batch holds at least one pair
+        outputs + maps + workers * per_pair * min(per_batch, max(1, n_pairs)),
         f"The 'x1'/'x2' parameters ({n1} × {n2} images of {c}×{h}×{w}, in "
         f"{'float32' if itemsize == 4 else 'float64'})",
         _CALLER,
         xp,
         x1,
-        "ways out: float32 inputs (half the memory), a smaller max_memory, or fewer images per call: compute "
-        "the Gram in row blocks cntk(x1[i:j], x2) and write each block out (e.g. with the CLI's --out)",
+        "ways out: float32 inputs (half the memory), a smaller max_memory or n_jobs, or fewer images per call: "
+        "compute the Gram in row blocks cntk(x1[i:j], x2) and write each block out (e.g. with the CLI's --out)",
     )
-
-    maps1 = _variance_maps(x1, ws, bs, q, xp)
-    maps2 = maps1 if symmetric else _variance_maps(xb_all, ws, bs, q, xp)
-
-    def pairs_values(ia, ib):
-        """nngp, ntk for the index pairs (ia[k], ib[k]), in chunks of ``chunk``."""
-        nngp_parts, ntk_parts = [], []
-        total = ia.shape[0]
-        for start in range(0, total, chunk):
-            stop = min(total, start + chunk)  # strict array API: no out-of-bounds slice stops
-            sa, sb = ia[start:stop], ib[start:stop]
-            xa, xb = xp.take(x1, sa, axis=0), xp.take(xb_all, sb, axis=0)
-            maps_a = tuple([xp.take(a, sa, axis=0) for a in group] for group in maps1)
-            maps_b = tuple([xp.take(b, sb, axis=0) for b in group] for group in maps2)
-            g, t = _pair_kernels(xa, xb, maps_a, maps_b, ws, bs, q, readout, full, fix_first_last, xp)
-            nngp_parts.append(g)
-            ntk_parts.append(t)
-        return xp.concat(nngp_parts), xp.concat(ntk_parts)
-
-    # Blocks of images: a block of b × b images gives ≤ b² pairs; b ≈ √chunk
-    # keeps the index arrays small and a block ≈ one chunk of pairs.
-    side = max(1, math.isqrt(chunk - 1) + 1)
-    device = device_of(x1)
-    dev_idx = dict(device=device)
-    rows_nngp, rows_ntk = [], []
-    blocks = {}
-    for i0 in range(0, n1, side):
-        i1 = min(n1, i0 + side)
-        row_g, row_t = [], []
-        for j0 in range(0, n2, side):
-            j1 = min(n2, j0 + side)
-            if symmetric and j0 < i0:
-                g, t = blocks[(j0, i0)]
-                row_g.append(xp.permute_dims(g, (1, 0)))
-                row_t.append(xp.permute_dims(t, (1, 0)))
-                continue
-            ia = xp.arange(i0, i1, **dev_idx)
-            ib = xp.arange(j0, j1, **dev_idx)
-            bi, bj = i1 - i0, j1 - j0
-            grid_a = xp.broadcast_to(ia[:, None], (bi, bj))
-            grid_b = xp.broadcast_to(ib[None, :], (bi, bj))
-            if symmetric and i0 == j0:
-                # upper triangle only, then every (a, b) reads pair (min, max)
-                upper = grid_a <= grid_b
-                g_vals, t_vals = pairs_values(grid_a[upper], grid_b[upper])
-                la = xp.arange(bi, **dev_idx)
-                lo = xp.minimum(la[:, None], la[None, :])
-                hi = xp.maximum(la[:, None], la[None, :])
-                pos = xp.reshape(lo * bi - (lo * (lo - 1)) // 2 + (hi - lo), (-1,))
-                g = xp.reshape(xp.take(g_vals, pos), (bi, bj))
-                t = xp.reshape(xp.take(t_vals, pos), (bi, bj))
-            else:
-                g_vals, t_vals = pairs_values(xp.reshape(grid_a, (-1,)), xp.reshape(grid_b, (-1,)))
-                g = xp.reshape(g_vals, (bi, bj))
-                t = xp.reshape(t_vals, (bi, bj))
-            if symmetric:
-                blocks[(i0, j0)] = (g, t)
-            row_g.append(g)
-            row_t.append(t)
-        rows_nngp.append(xp.concat(row_g, axis=1))
-        rows_ntk.append(xp.concat(row_t, axis=1))
     if n1 == 0 or n2 == 0:
         empty = xp.zeros((n1, n2), dtype=x1.dtype, device=device)
         return Kernel(empty, empty)
-    out = Kernel(xp.concat(rows_nngp, axis=0), xp.concat(rows_ntk, axis=0))
+    import numpy as np  # errstate: the padding holds 0/0 and ∞·0 (also inside NumPy-backed namespaces)
+
+    with np.errstate(all="ignore"):
+        nngp, ntk = _gram(x1, x2, symmetric, ws, bs, depth, q, g, readout, fix_first_last, batches, per_batch,
+                          workers, fast, xp)
+    out = Kernel(nngp, ntk)
     for value in (out.nngp, out.ntk):
         check_finite_kernel(value, _CALLER, xp)
     return out
 
 
-def _check_pixel_scale(x, name, w0, xp):
-    """Refuse pixel values whose squares (summed over channels, times W_std[0]²) would overflow.
+def _gram(x1, x2, symmetric, ws, bs, depth, q, g, readout, fix, batches, per_batch, workers, fast, xp):
+    """The (n1, n2) nngp and ntk, batch by batch (threads over batches on NumPy)."""
+    n1 = x1.shape[0]
+    n2 = n1 if symmetric else x2.shape[0]
+    device = device_of(x1)
+    h, w = g.h, g.w
+    # without biases the kernel is positively homogeneous in each image: compute on x/2^e, scale back
+    homogeneous = all(b == 0.0 for b in bs)
+    if homogeneous:
+        sc1 = _power_of_two_scales(x1, xp)
+        x1n = x1 / sc1[:, None, None, None]
+        sc2 = sc1 if symmetric else _power_of_two_scales(x2, xp)
+        x2n = x1n if symmetric else x2 / sc2[:, None, None, None]
+    else:
+        x1n, x2n = x1, (x1 if symmetric else x2)
+    cs = [wl * wl / (q * q) for wl in ws[:depth]]
+    b2s = [bl * bl for bl in bs[:depth]]
+    pad1 = _pad_images(x1n, g, xp)
+    pad2 = pad1 if symmetric else _pad_images(x2n, g, xp)
+    sig1 = _variance_maps(pad1, g, cs, b2s, xp)
+    sig2 = sig1 if symmetric else _variance_maps(pad2, g, cs, b2s, xp)
+    inside_img = _interior_flags(g, xp, device)
+    zero1 = [xp.any((s == 0) & inside_img[None, :], axis=1) for s in sig1]
+    zero2 = zero1 if symmetric else [xp.any((s == 0) & inside_img[None, :], axis=1) for s in sig2]
+    n_inner = (h * w) ** 2 if readout == "gap" else h * w
+    w2, b2 = ws[depth] ** 2, bs[depth] ** 2
+    per_entry = w2 / (2 * _PI * n_inner)
 
-    The recursion starts from K₀ = xᵀx'/C and the squared pixel distances, so every |pixel value| must be at
-    most √(largest float)/(4·√C·max(1, W_std[0])); beyond that InvalidParameterError names ``name``.
-    """
-    if x.shape[0] == 0:
-        return
-    c = x.shape[1]
-    largest = float(xp.max(xp.abs(x)))
-    limit = math.sqrt(float(xp.finfo(x.dtype).max)) / 4 / math.sqrt(c) / max(1.0, w0)
-    if not largest <= limit:
-        dtype = "float32" if x.dtype == xp.float32 else "float64"
-        raise InvalidParameterError(
-            f"The {name!r} parameter of {_CALLER} has a pixel value of magnitude {largest:.3g}, outside the "
-            f"representable range: with {c} channel(s) and W_std[0] = {w0:.3g}, |values| must be at most "
-            f"{limit:.3g} in {dtype} (the first-layer variances would overflow). Rescale the inputs."
-        )
+    def run(batch, work):
+        i, j0, j1 = batch
+        m = j1 - j0
+        sa = xp.full((m,), i, device=device)
+        sb = xp.arange(j0, j1, device=device)
+        st = {
+            "c": cs,
+            "b2": b2s,
+            "fix": fix,
+            "diagonal_readout": readout == "flatten",
+            "xa": xp.take(pad1, sa, axis=0),
+            "xb": xp.take(pad2, sb, axis=0),
+            "sig_a": [xp.take(s, sa, axis=0) for s in sig1],
+            "sig_b": [xp.take(s, sb, axis=0) for s in sig2],
+            "zero_sig": [bool(za[i]) or bool(xp.any(zb[j0:j1])) for za, zb in zip(zero1, zero2)],
+        }
+        ksum, tsum = _batch_sums(st, g, m, xp, fast, work)
+        nngp_v = ksum * per_entry + b2
+        tail = tsum * per_entry
+        ntk_v = tail if fix else nngp_v + tail
+        if homogeneous:
+            factor = sc1[i] * sc2[j0:j1]
+            nngp_v, ntk_v = nngp_v * factor, ntk_v * factor
+        return nngp_v, ntk_v
+
+    if fast:
+        np = _np()
+        dtype = x1.dtype
+        nngp = np.empty((n1, n2), dtype=dtype)
+        ntk = np.empty((n1, n2), dtype=dtype)
+
+        def store(batch, values):
+            i, j0, j1 = batch
+            for out, v in zip((nngp, ntk), values):
+                out[i, j0:j1] = v
+                if symmetric:
+                    out[j0:j1, i] = v  # exactly symmetric: one value for (i, j) and (j, i)
+
+        def new_work():
+            return {name: np.empty(per_batch * g.n, dtype=dtype)
+                    for name in ("s", "k", "th", "f", "tmp", "e0", "e1", "p0", "p1")}
+
+        with single_threaded_blas(xp):
+            if workers == 1:
+                work = new_work()
+                for batch in batches:
+                    store(batch, run(batch, work))
+            else:
+                import queue
+                from concurrent.futures import ThreadPoolExecutor
+
+                spare = queue.Queue()
+                for _ in range(workers):
+                    spare.put(new_work())
+
+                def task(batch):
+                    work = spare.get()
+                    try:
+                        with np.errstate(all="ignore"):  # thread-local
+                            store(batch, run(batch, work))
+                    finally:
+                        spare.put(work)
+
+                with ThreadPoolExecutor(max_workers=workers) as pool:
+                    for _ in pool.map(task, batches):
+                        pass
+        return nngp, ntk
+    # other namespaces: one batch at a time, assembled by a gather (no item assignment needed)
+    parts = [run(batch, None) for batch in batches]
+    nngp_v = xp.concat([p_[0] for p_ in parts])
+    ntk_v = xp.concat([p_[1] for p_ in parts])
+    if symmetric:
+        la = xp.arange(n1, device=device)
+        lo = xp.minimum(la[:, None], la[None, :])
+        hi = xp.maximum(la[:, None], la[None, :])
+        pos = xp.reshape(lo * n1 - (lo * (lo - 1)) // 2 + (hi - lo), (-1,))
+    else:
+        pos = xp.arange(n1 * n2, device=device)
+    return xp.reshape(xp.take(nngp_v, pos), (n1, n2)), xp.reshape(xp.take(ntk_v, pos), (n1, n2))
