@@ -100,6 +100,8 @@ def check_array(x, name, *, caller=None, ndim=None, xp=None, dtype=None, finite=
         raise InvalidParameterError(f"The {name!r} parameter could not be converted to an array: {exc}") from exc
     if xp.isdtype(arr.dtype, "complex floating"):
         raise InvalidParameterError(f"The {name!r} parameter must be real; got dtype {arr.dtype}.")
+    if not xp.isdtype(arr.dtype, ("real floating", "integral", "bool")):
+        arr = _numeric_host(arr, name, caller, xp)
     target = float_dtype(arr, xp, dtype)
     if arr.dtype != target:
         arr = xp.astype(arr, target)
@@ -122,6 +124,24 @@ def check_array(x, name, *, caller=None, ndim=None, xp=None, dtype=None, finite=
             f"The {name!r} parameter{' of ' + caller if caller else ''} contains NaN or infinite values."
         )
     return arr
+
+
+def _numeric_host(arr, name, caller, xp):
+    """A NumPy object/string array: its values as float64 if they are all real numbers, else an error naming
+    the parameter (NumPy's own message, "could not convert string to float", names nothing)."""
+    import numpy as np
+
+    where = f" of {caller}" if caller else ""
+    if isinstance(arr, np.ndarray) and arr.dtype.kind == "O":
+        try:
+            host = arr.astype(np.float64)
+        except (TypeError, ValueError):
+            host = None
+        if host is not None and not any(isinstance(v, (complex, np.complexfloating)) for v in arr.flat):
+            return xp.asarray(host)
+    raise InvalidParameterError(
+        f"The {name!r} parameter{where} must be an array of real numbers; got dtype {arr.dtype}."
+    )
 
 
 def _device_for(xp, like):
@@ -157,3 +177,23 @@ def check_labels(y, name="y", *, caller=None, xp=None, like=None):
             f"The {name!r} parameter{' of ' + caller if caller else ''} must contain only -1 and +1 labels."
         )
     return y
+
+
+def check_memory(n_elements, what, caller, like, *, itemsize=None, ways_out=None):
+    """Refuse a Gram-sized temporary (``n_elements`` entries, e.g. n1·n2) that would not fit.
+
+    The estimate (entries × itemsize of ``like``'s dtype) is compared with the memory available where
+    ``like`` lives by ``ntkref.kernels._fc.check_memory`` (the kernels' guard, same message style): an
+    :class:`InvalidParameterError` giving the size, the parameters (``what``) and the ways out, instead
+    of NumPy's allocation failure or the process being killed.
+    """
+    from .kernels import _fc
+
+    xp = namespace(like)
+    if itemsize is None:
+        itemsize = 4 if like.dtype == xp.float32 else 8
+    needed = int(n_elements) * int(itemsize)
+    if needed < (1 << 24):  # < 16 MiB: never worth a look-up
+        return
+    _fc.check_memory(needed, what, caller, xp, like,
+                     ways_out or "use float32 inputs or fewer rows per call (split the inputs into blocks)")

@@ -133,7 +133,7 @@ import math
 import numbers
 
 from ._backend import device_of, is_array, namespace
-from ._validation import InvalidParameterError, check_array, check_labels, check_option, check_real
+from ._validation import InvalidParameterError, check_array, check_labels, check_memory, check_option, check_real
 
 __all__ = [
     "H_ARGMIN",
@@ -521,6 +521,10 @@ def _prepare(x0, x_train, caller, norm, method, domain, exact_domain=False):
         )
     if not isinstance(exact_domain, bool):
         raise InvalidParameterError(f"The 'exact_domain' parameter of {caller} must be a bool; got {exact_domain!r}.")
+    # the geometry holds about a dozen (n_test, n_train) ranges and temporaries
+    check_memory(12 * x0.shape[0] * x_train.shape[0],
+                 f"The ({x0.shape[0]}, {x_train.shape[0]}) test-train ranges of 'x_test'/'x_train'", caller, x_train,
+                 ways_out="certify fewer test points per call, or use float32")
     return xp, x_train, x0, _NTKGeometry(x0, x_train, xp, norm, dom, method, exact_domain)
 
 
@@ -918,7 +922,7 @@ def _check_net(net, params, W_std, b_std, caller, xp=None):
         raise InvalidParameterError(f"The 'params' parameter of {caller} must be a non-empty list of (W, b) pairs.")
     L = len(layers)
     ws = _per_layer(W_std if W_std is not None else getattr(net, "W_std", 1.0), L, "W_std", caller, low=0.0)
-    bs = _per_layer(b_std if b_std is not None else getattr(net, "b_std", 0.0), L, "b_std", caller)
+    bs = _per_layer(b_std if b_std is not None else getattr(net, "b_std", 0.0), L, "b_std", caller, low=0.0)
     if xp is None:
         xp = namespace(*[layer[0] for layer in layers])
     out = []
@@ -994,8 +998,8 @@ def ibp_bounds(net, params, x_lower, x_upper, *, W_std=None, b_std=None):
         b may be None (no bias).  The readout has fan_out 1.
     x_lower, x_upper : arrays (n, d)
     W_std, b_std : float or sequence (one per layer), optional
-        Override the net's values.  Finite; W_std ≥ 0 (a standard deviation: a
-        negative value raises :class:`InvalidParameterError` naming ``W_std``).
+        Override the net's values.  Finite and ≥ 0 (standard deviations: a
+        negative value raises :class:`InvalidParameterError` naming ``W_std``/``b_std``).
 
     Returns
     -------
@@ -1083,7 +1087,7 @@ def ibp_radius(
     tol, max_radius, return_info : as in :func:`certified_radius`; the default
         top is ‖x₀‖ in the ball's norm (for bias-free nets g(0) = 0 there).
     W_std, b_std : float or sequence, optional
-        As in :func:`ibp_bounds`: finite, W_std ≥ 0 (a standard deviation).
+        As in :func:`ibp_bounds`: finite, W_std ≥ 0 and b_std ≥ 0 (standard deviations).
 
     Returns
     -------

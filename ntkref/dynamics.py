@@ -59,6 +59,7 @@ from . import losses as _losses
 from ._backend import device_of, is_array, is_numpy_namespace, namespace, to_numpy
 from ._compat import eigh
 from ._validation import (
+    check_memory,
     InvalidParameterError,
     check_array,
     check_int,
@@ -859,6 +860,11 @@ def subgradient_descent(
             "decay='batch'; pass alpha0 (coefficients) or use decay='all'."
         )
     c = _reduction_scale(reduction, n, caller)
+    n_rec = steps // record_every + 2
+    m_test = 0 if K_test is None else K_test.shape[0]
+    check_memory(n_rec * (2 * n + m_test) * (2 if record_subgradients else 1),
+                 f"The recorded trajectory ({n_rec} records of 'steps'/'record_every' x n = {n})", caller, K,
+                 ways_out="record fewer steps (a larger record_every) or use float32")
     if batch_size is not None:
         batch_size = check_int(batch_size, "batch_size", caller=caller, low=1, high=n)
         import numpy as np  # host-side: the random batch indices (seeded, reproducible)

@@ -127,7 +127,8 @@ def get(name, **options):
         return name
     if name not in NAMES:
         raise InvalidParameterError(
-            f"The 'name' parameter of losses.get must be one of {', '.join(map(repr, NAMES))}. Got {name!r} instead."
+            f"The 'name' parameter of losses.get (the 'loss' parameter of the functions that take a loss) must be "
+            f"one of {', '.join(map(repr, NAMES))}, or a Loss. Got {name!r} instead."
         )
     allowed = {"epsilon"} if name == "epsilon_insensitive" else set()
     unknown = set(options) - allowed

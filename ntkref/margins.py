@@ -63,7 +63,7 @@ import math
 from dataclasses import dataclass, field
 
 from ._backend import creation_target, asarray, device_of, is_array, namespace, to_numpy
-from ._validation import InvalidParameterError, check_array, check_int, check_labels, check_option, check_real
+from ._validation import InvalidParameterError, check_array, check_int, check_labels, check_memory, check_option, check_real
 
 __all__ = [
     "LinearMaxMargin",
@@ -690,6 +690,8 @@ def relu_features(x, directions):
     xp = namespace(x, directions)
     x = check_array(x, "x", caller="relu_features", ndim=2, xp=xp)
     U = check_array(directions, "directions", caller="relu_features", ndim=2, xp=xp, dtype=x.dtype)
+    check_memory(2 * x.shape[0] * U.shape[0], f"The ({x.shape[0]}, {U.shape[0]}) features of 'x'/'directions'",
+                 "relu_features", x)
     if U.shape[1] != x.shape[1]:
         raise InvalidParameterError(
             f"relu_features: 'directions' have {U.shape[1]} coordinates but 'x' has {x.shape[1]} features."

@@ -71,6 +71,7 @@ from dataclasses import dataclass, field
 from ._backend import creation_target, device_of, namespace
 from ._compat import eigh
 from ._validation import (
+    check_memory,
     InvalidParameterError,
     check_array,
     check_int,
@@ -227,6 +228,8 @@ def feature_map(theta, x):
     x = check_array(x, "x", caller="feature_map", ndim=2)
     xp = namespace(x)
     theta = _points(theta, x.shape[1], xp, x.dtype, "feature_map")
+    check_memory(3 * theta.shape[0] * x.shape[0], f"The ({theta.shape[0]}, {x.shape[0]}) features of 'theta'/'x'",
+                 "feature_map", x)
     relu, _ = _relu_parts(theta, x, xp)
     return theta[:, 0][:, None] * relu
 

@@ -81,7 +81,7 @@ from . import adversarial as _adv
 from . import losses as _losses
 from ._backend import creation_target, device_of, namespace, to_numpy
 from ._compat import erf
-from ._validation import InvalidParameterError, check_array, check_int, check_labels, check_option, check_real
+from ._validation import InvalidParameterError, check_array, check_int, check_labels, check_memory, check_option, check_real
 
 __all__ = [
     "AWTSearchResult",
@@ -386,6 +386,10 @@ def _masked_ntk(net, params, mask, x1, x2=None, method="auto"):
     else:
         h2, d2, _ = net.features(p_eff, x2)
     n1, n2 = h1[0].shape[0], h2[0].shape[0]
+    # the factored route holds an (n1, fan_in, n2) array per layer, the Jacobian route (n, fan_in·fan_out) ones
+    biggest = max(min(n1 * M.shape[0] * max(M.shape[1], n2), (n1 + n2) * M.shape[0] * M.shape[1]) for M in mask)
+    check_memory(3 * n1 * n2 + 2 * biggest, f"The ({n1}, {n2}) masked empirical NTK of 'x1'/'x2'",
+                 "masked_empirical_ntk", h1[0])
     out = None
     for ell, M in enumerate(mask):
         c2 = _layer_scale(net, ell) ** 2

@@ -209,7 +209,7 @@ def test_empirical_ntk_overflow_is_an_error(kind, value, xp, asxp):
     net = nets.FullyConnected(2, 8, depth=2, b_std=0.5)
     model, params = _wrapped(kind, net, net.init(0, xp=xp))
     x = asxp(np.array([[value, 0.0], [1.0, 1.0]]))
-    with pytest.raises(InvalidParameterError, match="empirical_ntk: .*'x1'/'x2' is outside the representable"):
+    with pytest.raises(InvalidParameterError, match="empirical_ntk: .*'x1'/'x2' and 'params' is outside the representable"):
         nets.empirical_ntk(model, params, x)
     with pytest.raises(InvalidParameterError, match="representable"):
         nets.empirical_ntk(model, params, x, x)

@@ -36,8 +36,9 @@ import numbers
 import numpy as np  # host-side random draws in init() only (reproducible across backends)
 
 from .._backend import device_of, namespace
-from .._validation import InvalidParameterError, check_array, check_int, check_option, check_real
-from ._common import host_draw, init_target, input_on
+from .._validation import InvalidParameterError, check_array, check_int, check_memory, check_option, check_real
+from ._fc import check_finite_ntk
+from ._common import check_pairs, host_draw, init_target, input_on
 
 __all__ = ["ConvNet"]
 
@@ -188,10 +189,7 @@ class ConvNet:
 
     # ---------------------------------------------------------------- checks
     def _check(self, params, x, name="x"):
-        if len(params) != self.depth + 1:
-            raise InvalidParameterError(
-                f"params has {len(params)} layers; this network has {self.depth + 1} (depth + readout)."
-            )
+        check_pairs(params, _CALLER, self.depth + 1)
         x = input_on(x, params[0][0])
         xp = namespace(params[0][0], x)
         x = check_array(x, name, caller=_CALLER, ndim=4, xp=xp, dtype=params[0][0].dtype)
@@ -357,6 +355,11 @@ class ConvNet:
         contribution of each layer's parameters (conv layers, then readout),
         whose sum is Θ̂.  With ``x2=None`` the result is exactly symmetric.
         """
+        _, a1 = self._check(params, x1, "x1")  # errors name x1/x2, not the jacobian's x
+        a2 = a1 if x2 is None else self._check(params, x2, "x2")[1]
+        n1, n2 = a1.shape[0], a2.shape[0]
+        check_memory((self.depth + 3) * n1 * n2, f"The ({n1}, {n2}) empirical NTK of 'x1'/'x2' (per layer)",
+                     f"{_CALLER}.empirical_ntk", a1)
         g1 = self.jacobian(params, x1)
         g2 = g1 if x2 is None else self.jacobian(params, x2)
         xp = namespace(g1[0][0])
@@ -370,8 +373,8 @@ class ConvNet:
                 t = (t + xp.permute_dims(t, (1, 0))) / 2.0
             terms.append(t)
         if per_layer:
-            return xp.stack(terms, axis=0)
+            return check_finite_ntk(xp.stack(terms, axis=0), f"{_CALLER}.empirical_ntk")
         total = terms[0]
         for t in terms[1:]:
             total = total + t
-        return total
+        return check_finite_ntk(total, f"{_CALLER}.empirical_ntk")

@@ -51,4 +51,35 @@ def input_on(x, like):
         return x
 
 
-__all__ = ["init_target", "host_draw", "input_on", "device_of"]
+def check_pairs(params, caller, n_layers=None, name="params"):
+    """``params`` as a list of ``(W, b)`` pairs (b may be None) of finite real arrays of one namespace;
+    every error names ``name`` (and the layer) instead of failing deep inside the forward pass."""
+    from .._validation import check_array
+
+    if not isinstance(params, (list, tuple)) or not all(
+        isinstance(p, (list, tuple)) and len(p) == 2 for p in params
+    ):
+        raise InvalidParameterError(
+            f"The {name!r} parameter of {caller} must be a list of (W, b) pairs, one per layer "
+            f"(as returned by init). Got {type(params).__name__} instead."
+        )
+    if n_layers is not None and len(params) != n_layers:
+        raise InvalidParameterError(
+            f"The {name!r} parameter of {caller} has {len(params)} layers; this network has {n_layers} "
+            f"(depth + readout)."
+        )
+    if not params:
+        raise InvalidParameterError(f"The {name!r} parameter of {caller} holds no layers.")
+    if not is_array(params[0][0]):
+        raise InvalidParameterError(f"The {name!r} parameter of {caller} must hold arrays; got {params[0][0]!r}.")
+    for ell, (W, b) in enumerate(params):
+        for part, v in (("W", W), ("b", b)):
+            if v is None:
+                continue
+            if not is_array(v):
+                raise InvalidParameterError(f"The {name!r} parameter of {caller}: layer {ell} {part} is not an array.")
+            check_array(v, f"{name}[{ell}] {part}", caller=caller, xp=None)
+    return params
+
+
+__all__ = ["init_target", "host_draw", "input_on", "device_of", "check_pairs"]

@@ -33,8 +33,8 @@ import array_api_compat
 import numpy as np
 
 from .._backend import namespace
-from .._validation import InvalidParameterError, check_array, check_int, check_real
-from ._common import host_draw, init_target, input_on
+from .._validation import InvalidParameterError, check_array, check_int, check_memory, check_real
+from ._common import check_pairs, host_draw, init_target, input_on
 
 __all__ = ["FullyConnected", "empirical_ntk"]
 
@@ -117,10 +117,7 @@ class FullyConnected:
 
     # ---------------------------------------------------------------- checks
     def _check(self, params, x, name="x"):
-        if len(params) != self.depth + 1:
-            raise InvalidParameterError(
-                f"params has {len(params)} layers; this network has {self.depth + 1} (depth + readout)."
-            )
+        check_pairs(params, "FullyConnected", self.depth + 1)
         x = input_on(x, params[0][0])
         xp = namespace(params[0][0], x)
         x = check_array(x, name, caller="FullyConnected", ndim=2, xp=xp, dtype=params[0][0].dtype)
@@ -167,9 +164,9 @@ class FullyConnected:
             deltas.append(delta)
         return deltas[::-1]
 
-    def features(self, params, x):
+    def features(self, params, x, *, name="x"):
         """Per-layer (activations h_ℓ, backprop signals δ_ℓ), the factors of Θ̂ and of J."""
-        xp, x = self._check(params, x)
+        xp, x = self._check(params, x, name)
         hs, zs = self._forward(params, x, xp)
         return hs, self._deltas(params, zs, xp), xp
 
@@ -180,6 +177,8 @@ class FullyConnected:
         """
         hs, deltas, xp = self.features(params, x)
         n = hs[0].shape[0]
+        check_memory(2 * n * self.n_params, f"The ({n}, {self.n_params}) Jacobian of 'x'", "FullyConnected.jacobian",
+                     hs[0], ways_out="use empirical_ntk/vjp (no Jacobian), float32, or fewer rows of x per call")
         blocks = []
         for ell in range(self.depth + 1):
             c = self.W_std[ell] / math.sqrt(self.fan_in[ell])
@@ -208,11 +207,14 @@ class FullyConnected:
         An entry beyond the dtype's range (Θ̂ grows like ‖x‖‖x'‖) raises InvalidParameterError naming
         x1/x2 instead of returning inf or NaN.
         """
-        h1, d1, xp = self.features(params, x1)
+        h1, d1, xp = self.features(params, x1, name="x1")
         if x2 is None:
             h2, d2 = h1, d1
         else:
-            h2, d2, _ = self.features(params, x2)
+            h2, d2, _ = self.features(params, x2, name="x2")
+        n1, n2 = h1[0].shape[0], h2[0].shape[0]
+        check_memory(4 * n1 * n2, f"The ({n1}, {n2}) empirical NTK of 'x1'/'x2' (with its temporaries)",
+                     "FullyConnected.empirical_ntk", h1[0])
         out = None
         for ell in range(self.depth + 1):
             c2 = self.W_std[ell] ** 2 / self.fan_in[ell]
@@ -232,7 +234,7 @@ def check_finite_ntk(out, caller):
     if out.size != 0 and not bool(xp.all(xp.isfinite(out))):
         dtype = "float32" if out.dtype == xp.float32 else "float64"
         raise InvalidParameterError(
-            f"{caller}: the empirical NTK for these 'x1'/'x2' is outside the representable range of {dtype} "
+            f"{caller}: the empirical NTK for these 'x1'/'x2' and 'params' is outside the representable range of {dtype} "
             f"(largest finite {float(xp.finfo(out.dtype).max):.3g}; it grows like ‖x‖‖x'‖); rescale the inputs."
         )
     return out

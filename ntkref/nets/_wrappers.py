@@ -19,6 +19,7 @@ import math
 
 from .._backend import namespace
 from .._validation import InvalidParameterError, check_array
+from ._common import check_pairs
 from ._fc import check_finite_ntk
 
 __all__ = ["Antisymmetric", "Linearized", "Scaled", "flatten_params", "unflatten_params"]
@@ -26,9 +27,10 @@ __all__ = ["Antisymmetric", "Linearized", "Scaled", "flatten_params", "unflatten
 
 def flatten_params(params, xp=None):
     """Concatenate a list of (W, b) — or a tuple of such lists — into one vector (``jacobian``'s order)."""
-    if isinstance(params, tuple):
+    if isinstance(params, tuple) and params and isinstance(params[0], list):
         xp = namespace(params[0][0][0]) if xp is None else xp
         return xp.concat([flatten_params(p, xp) for p in params])
+    check_pairs(params, "flatten_params")
     xp = namespace(params[0][0]) if xp is None else xp
     parts = []
     for W, b in params:
@@ -40,7 +42,11 @@ def flatten_params(params, xp=None):
 
 def unflatten_params(vector, like):
     """Inverse of :func:`flatten_params` with the shapes of ``like``."""
-    xp = namespace(vector)
+    check_pairs(like, "unflatten_params", name="like")
+    xp = namespace(like[0][0])
+    size = sum(W.shape[0] * W.shape[1] + (0 if b is None else b.shape[0]) for W, b in like)
+    vector = check_array(vector, "vector", caller="unflatten_params", ndim=1, xp=xp, shape=(size,),
+                         dtype=like[0][0].dtype, like=like[0][0])
     out, offset = [], 0
     for W, b in like:
         size = W.shape[0] * W.shape[1]
@@ -54,6 +60,15 @@ def unflatten_params(vector, like):
     return out
 
 
+def _check_net(net, caller):
+    missing = [m for m in ("init", "apply", "jacobian", "vjp") if not callable(getattr(net, m, None))]
+    if missing or not hasattr(net, "depth"):
+        raise InvalidParameterError(
+            f"The 'net' parameter of {caller} must be a network of ntkref.nets (with depth, init, apply, jacobian, "
+            f"vjp); got {net!r}."
+        )
+
+
 class Antisymmetric:
     """f = (f_A − f_B)/√2 with two copies of ``net``; ``init`` makes the copies equal, so f₀ ≡ 0.
 
@@ -61,6 +76,7 @@ class Antisymmetric:
     """
 
     def __init__(self, net):
+        _check_net(net, "Antisymmetric")
         self.net = net
         self.depth = net.depth
         self.d_in = net.d_in
@@ -106,6 +122,9 @@ class Linearized:
     """First-order Taylor model of ``net`` around ``params0``; parameters have the shape of ``params0``."""
 
     def __init__(self, net, params0):
+        _check_net(net, "Linearized")
+        for p in (params0 if isinstance(params0, tuple) else (params0,)):
+            check_pairs(p, "Linearized", getattr(net, "depth", len(p) - 1) + 1, name="params0")
         self.net = net
         self.params0 = params0
         self.depth = net.depth
@@ -122,21 +141,37 @@ class Linearized:
         copy = lambda p: [(W + 0, None if b is None else b + 0) for W, b in p]  # noqa: E731
         return tuple(copy(p) for p in self.params0) if isinstance(self.params0, tuple) else copy(self.params0)
 
+    def _check_params(self, params):
+        """``params`` shaped like ``params0`` (finite, one (W, b) per layer): the methods whose value does not
+        depend on them (the Jacobian, the NTK) still refuse invalid ones instead of ignoring them."""
+        copies = params if isinstance(self.params0, tuple) else (params,)
+        if isinstance(self.params0, tuple) and (not isinstance(params, tuple) or len(params) != len(self.params0)):
+            raise InvalidParameterError(
+                f"The 'params' parameter of Linearized must be a tuple of {len(self.params0)} parameter lists "
+                f"like params0.")
+        for p, p0 in zip(copies, self.params0 if isinstance(self.params0, tuple) else (self.params0,)):
+            check_pairs(p, "Linearized", len(p0))
+        return params
+
     def apply(self, params, x):
         xp = self._xp
-        delta = flatten_params(params, xp) - self._w0
+        delta = flatten_params(self._check_params(params), xp) - self._w0
         return self.net.apply(self.params0, x) + self.net.jacobian(self.params0, x) @ delta
 
     def jacobian(self, params, x):
+        self._check_params(params)
         return self.net.jacobian(self.params0, x)
 
     def vjp(self, params, x, cotangent):
+        self._check_params(params)
         return self.net.vjp(self.params0, x, cotangent)
 
     def empirical_ntk(self, params, x1, x2=None):
+        self._check_params(params)
         return self.net.empirical_ntk(self.params0, x1, x2)
 
     def readout_layers(self, params):
+        self._check_params(params)
         return [p[-1] for p in params] if isinstance(params, tuple) else [params[-1]]
 
 
@@ -146,6 +181,7 @@ class Scaled:
     def __init__(self, net, kappa):
         from .._validation import check_real
 
+        _check_net(net, "Scaled")
         self.net = net
         self.kappa = check_real(kappa, "kappa", caller="Scaled", low=0.0, closed="neither")
         self.depth = net.depth
