@@ -437,8 +437,11 @@ def _batch_sums(st, g, m, xp, fast, work):
             else:
                 k = scale * _patch_sum(kp, g, xp, fast) + b2
                 th = k + scale * _patch_sum(thp, g, xp, fast)
-        kp, thp = _relu_step(k, th, layer, st, g, m, xp, fast, work, buf, keep, e_prev, pmt_prev)
+        last = layer == depth - 1 and not (g.full and st["diagonal_readout"])
+        kp, thp = _relu_step(k, th, layer, st, g, m, xp, fast, work, buf, keep, e_prev, pmt_prev, last)
         e_prev, pmt_prev = st["e_prev"], st["pmt_prev"]
+    if fast and last:
+        return kp, thp
     kp, thp = xp.reshape(kp, (m, g.n)), xp.reshape(thp, (m, g.n))
     if g.full and st["diagonal_readout"]:  # flatten readout on the full tensor: the entries p = p′
         kp, thp = kp[:, :: g.pt + 1], thp[:, :: g.pt + 1]
@@ -452,9 +455,9 @@ def _pair_inside(g, xp, dev):
     return ins
 
 
-def _relu_step(k, th, layer, st, g, m, xp, fast, work, buf, keep, e_prev, pmt_prev):
-    """The ReLU moments of one layer on the batch; returns (2π·K_post, 2π·Θ⊙κ̇), padding zeroed."""
-    total = m * g.n
+def _relu_step(k, th, layer, st, g, m, xp, fast, work, buf, keep, e_prev, pmt_prev, last=False):
+    """The ReLU moments of one layer on the batch; returns (2π·K_post, 2π·Θ⊙κ̇), padding zeroed (``last`` on
+    NumPy: their per-pair sums over the interior)."""
     sa, sb = st["sig_a"][layer], st["sig_b"][layer]
     ebuf, pbuf = ("e0", "p0") if layer % 2 == 0 else ("e1", "p1")
     if g.full:
@@ -518,34 +521,42 @@ def _relu_step(k, th, layer, st, g, m, xp, fast, work, buf, keep, e_prev, pmt_pr
         pmt = np.arctan(t, out=t)
         pmt *= -2.0
         pmt += _PI  # π − θ
+    else:
+        t = xp.sqrt(r)
+        root = t * f
+        pmt = _PI - 2.0 * xp.atan(t)
+    if ref is not None:  # exact antiparallel pairs: t = ∞, f = 0, so t·f is recomputed as √e·√f
+        cond, idx, e_ref, f_ref = ref
+        root = scatter_flat(root, cond, idx, xp.sqrt(e_ref) * xp.sqrt(f_ref), xp)
+    if zero_s is not None:  # s = 0 (k = 0): no contribution, κ̇ = 0 (relu′(0) = 0), θ = π for ẽ = 0
+        if fast:
+            root[zero_s] = 0.0
+            pmt[zero_s] = 0.0
+            e[zero_s] = 0.0
+        else:
+            zeros = xp.zeros_like(root)
+            root, pmt, e = xp.where(zero_s, zeros, root), xp.where(zero_s, zeros, pmt), xp.where(zero_s, zeros, e)
+    st["e_prev"], st["pmt_prev"] = e, pmt
+    if last and fast:
+        # only the sums are needed: Σ(π − θ)k + Σ s sin θ and ΣΘ(π − θ), padding zeroed in the factors
+        pmt = _zero_pads(pmt, g, m, xp, fast, keep)
+        root = _zero_pads(root, g, m, xp, fast, keep)
+        if m == 1:
+            return (np.asarray([np.vdot(pmt, k) + np.sum(root)], dtype=k.dtype),
+                    np.asarray([np.vdot(th, pmt)], dtype=k.dtype))
+        pm, kk, tt = pmt.reshape((m, g.n)), k.reshape((m, g.n)), th.reshape((m, g.n))
+        return (np.einsum("ij,ij->i", pm, kk) + np.sum(root.reshape((m, g.n)), axis=1),
+                np.einsum("ij,ij->i", tt, pm))
+    if fast:
         kp = np.multiply(pmt, k, out=buf("s"))
         kp += root  # 2π·E[relu u relu v] = s sin θ + (π − θ) k
         thp = th
         thp *= pmt
     else:
-        t = xp.sqrt(r)
-        root = t * f
-        pmt = _PI - 2.0 * xp.atan(t)
         kp = pmt * k + root
         thp = th * pmt
-    if ref is not None:  # exact antiparallel pairs: t = ∞, f = 0, so t·f is recomputed as √e·√f
-        cond, idx, e_ref, f_ref = ref
-        fixed = xp.take(pmt, idx) * xp.take(k, idx) + xp.sqrt(e_ref) * xp.sqrt(f_ref)
-        kp = scatter_flat(kp, cond, idx, fixed, xp)
-    if zero_s is not None:
-        zeros = xp.zeros_like(kp)
-        if fast:
-            kp[zero_s] = 0.0
-            thp[zero_s] = 0.0
-            pmt[zero_s] = 0.0
-            e[zero_s] = 0.0
-        else:
-            kp, thp = xp.where(zero_s, zeros, kp), xp.where(zero_s, zeros, thp)
-            pmt, e = xp.where(zero_s, zeros, pmt), xp.where(zero_s, zeros, e)
     kp = _zero_pads(kp, g, m, xp, fast, keep)
     thp = _zero_pads(thp, g, m, xp, fast, keep)
-    st["e_prev"], st["pmt_prev"] = e, pmt
-    del total
     return kp, thp
 
 
