@@ -59,6 +59,8 @@ from dataclasses import dataclass, field
 
 import numpy as np  # host-side test tooling: reports are NumPy/Python values by design
 
+from ._validation import InvalidParameterError
+
 __all__ = ["FAILURE_KINDS", "ENTRY_COLUMNS", "REPORT_SCHEMA", "SCHEMA_VERSION", "Mismatch", "KindSummary",
            "CheckReport", "json_safe", "replay_line", "kernel_error"]
 
@@ -133,18 +135,56 @@ def replay_line(inputs, order):
 
 
 def kernel_error(candidate_K, reference_K, reference_diag1, reference_diag2=None):
-    r"""Normalised kernel error e = |K − R| / √(R(x,x)·R(x′,x′)), entrywise (NumPy arrays).
+    r"""Normalised kernel error e = |K − R| / √(R(x,x)·R(x′,x′)), entrywise.
 
     The scale √(R(x,x)R(x′,x′)) bounds |R| for a PSD kernel (Cauchy–Schwarz), so e is scale free and
     meaningful where R = 0.  Where the scale is 0 (a zero row without bias): e = 0 if K equals R, else inf.
-    Non-finite candidate values give inf.
+    Non-finite candidate values give inf (the candidate is what is measured); the reference must be finite.
+    Arrays of any namespace are copied to the host explicitly (this is report tooling: the result is NumPy).
+
+    Parameters
+    ----------
+    candidate_K, reference_K : arrays of shape (n1, n2)
+    reference_diag1 : array of shape (n1,)
+        R(x, x) for the rows; ``reference_diag2`` (shape (n2,), default ``reference_diag1``) for the columns.
 
     Returns
     -------
-    (err, scale) : arrays of shape (n1, n2)
+    (err, scale) : NumPy arrays of shape (n1, n2)
     """
-    K = np.asarray(candidate_K, dtype=np.float64)
-    R = np.asarray(reference_K, dtype=np.float64)
+    K = _host_checked(candidate_K, "candidate_K", 2, finite=False)
+    R = _host_checked(reference_K, "reference_K", 2)
+    d1 = _host_checked(reference_diag1, "reference_diag1", 1)
+    d2 = d1 if reference_diag2 is None else _host_checked(reference_diag2, "reference_diag2", 1)
+    if K.shape != R.shape:
+        raise InvalidParameterError(f"The 'candidate_K' parameter of kernel_error must have the shape of "
+                                    f"'reference_K', {R.shape}; got {K.shape}.")
+    if d1.shape[0] != R.shape[0]:
+        raise InvalidParameterError(f"The 'reference_diag1' parameter of kernel_error must have {R.shape[0]} "
+                                    f"entries (the rows of 'reference_K'); got {d1.shape[0]}.")
+    if d2.shape[0] != R.shape[1]:
+        name = "reference_diag1" if reference_diag2 is None else "reference_diag2"
+        raise InvalidParameterError(f"The {name!r} parameter of kernel_error must have {R.shape[1]} entries "
+                                    f"(the columns of 'reference_K'); got {d2.shape[0]}.")
+    return _kernel_error(K, R, d1, d2)
+
+
+def _host_checked(x, name, ndim, finite=True):
+    import array_api_compat.numpy as npx
+
+    from ._backend import is_array, to_numpy
+    from ._validation import check_array
+
+    if is_array(x):
+        x = to_numpy(x)  # an explicit host copy (report tooling works on NumPy)
+    return np.asarray(check_array(x, name, caller="kernel_error", ndim=ndim, xp=npx, dtype=npx.float64,
+                                  finite=finite, device="cpu"))
+
+
+def _kernel_error(K, R, reference_diag1, reference_diag2):
+    """kernel_error on checked float64 NumPy arrays (the checkers' measure: no validation)."""
+    K = np.asarray(K, dtype=np.float64)
+    R = np.asarray(R, dtype=np.float64)
     s1 = np.sqrt(np.maximum(np.asarray(reference_diag1, dtype=np.float64), 0.0))
     s2 = s1 if reference_diag2 is None else np.sqrt(np.maximum(np.asarray(reference_diag2, dtype=np.float64), 0.0))
     scale = s1[:, None] * s2[None, :]  # product of square roots: no overflow for norms up to 1e150

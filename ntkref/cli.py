@@ -69,6 +69,7 @@ import numpy as np  # host-side file I/O and error reports (the computations run
 from . import _backend
 from . import _compare as _cmp
 from ._backend import BACKENDS, ENV_VAR, BackendError, backend_name, default_device, default_namespace, device_of, to_numpy
+from ._testing_report import kernel_error  # the one definition (validated), shared with ntkref.testing
 from ._validation import InvalidParameterError
 
 __all__ = ["main", "build_parser", "kernel_error", "CLIError"]
@@ -82,32 +83,6 @@ KERNEL_ACCURACY = {"float64": 1e-13, "float32": 1e-5}
 
 class CLIError(Exception):
     """A user error the CLI reports in one line (exit status 2)."""
-
-
-# ---------------------------------------------------------------------------------------------
-# comparison measure (shared with ntkref.testing)
-# ---------------------------------------------------------------------------------------------
-def kernel_error(candidate_K, reference_K, reference_diag1, reference_diag2=None):
-    r"""Normalised kernel error e = |K − R| / √(R(x,x)·R(x′,x′)), entrywise (NumPy arrays).
-
-    The scale √(R(x,x)R(x′,x′)) bounds |R| for a PSD kernel (Cauchy–Schwarz), so e
-    is scale free and meaningful where R = 0.  Where the scale is 0 (a zero row
-    without bias): e = 0 if K equals R, else inf.  Non-finite candidate values give inf.
-
-    Returns
-    -------
-    (err, scale) : arrays of shape (n1, n2)
-    """
-    K = np.asarray(candidate_K, dtype=np.float64)
-    R = np.asarray(reference_K, dtype=np.float64)
-    s1 = np.sqrt(np.maximum(np.asarray(reference_diag1, dtype=np.float64), 0.0))
-    s2 = s1 if reference_diag2 is None else np.sqrt(np.maximum(np.asarray(reference_diag2, dtype=np.float64), 0.0))
-    scale = s1[:, None] * s2[None, :]  # product of square roots: no overflow for norms up to 1e150
-    with np.errstate(all="ignore"):
-        diff = np.abs(K - R)
-        err = np.where(scale > 0, diff / np.where(scale > 0, scale, 1.0), np.where(diff == 0, 0.0, np.inf))
-    err = np.where(np.isfinite(K), err, np.inf)
-    return np.where(np.isnan(err), np.inf, err), scale
 
 
 # ---------------------------------------------------------------------------------------------
