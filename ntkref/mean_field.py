@@ -68,7 +68,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ._backend import creation_target, device_of, namespace
+from ._backend import device_of, namespace
 from ._compat import eigh
 from ._validation import (
     check_memory,
@@ -127,6 +127,17 @@ def _points(theta, d, xp, dtype, caller, name="theta"):
     return check_array(theta, name, caller=caller, ndim=2, xp=xp, dtype=dtype, shape=(None, d + 1))
 
 
+def _sphere_points(sphere, d, xp, dtype, caller, name="sphere"):
+    """At least one row, every row a point of 𝕊^d (unit norm to a dtype-scaled tolerance)."""
+    sphere = _points(sphere, d, xp, dtype, caller, name)
+    if sphere.shape[0] == 0:
+        raise InvalidParameterError(f"The {name!r} parameter of {caller} must have at least one row (points of S^d).")
+    tol = 1e-6 if sphere.dtype == xp.float64 else 1e-3
+    if not bool(xp.all(xp.abs(xp.sqrt(xp.sum(sphere * sphere, axis=1)) - 1.0) <= tol)):
+        raise InvalidParameterError(f"The {name!r} parameter of {caller} must hold unit rows (points of S^d).")
+    return sphere
+
+
 def _particles(theta, p, d, xp, dtype, caller, name="theta"):
     theta = _points(theta, d, xp, dtype, caller, name)
     if p is None:
@@ -159,9 +170,31 @@ def _relu_parts(theta, x, xp):
     return xp.where(active, pre, xp.zeros_like(pre)), active
 
 
+def _pow2_scale(a, xp):
+    """A power of two near max|a| (1 for a zero array): dividing by it is exact, and the quotient is O(1)."""
+    big = xp.max(xp.abs(a)) if a.size else xp.asarray(0.0, dtype=a.dtype, device=device_of(a))
+    big = xp.where(big > 0, big, xp.ones_like(big))
+    return xp.pow(xp.asarray(2.0, dtype=a.dtype, device=device_of(a)), xp.floor(xp.log2(big)))
+
+
 def _outputs(theta, p, x, xp):
-    relu, _ = _relu_parts(theta, x, xp)
-    return (p * theta[:, 0]) @ relu
+    # a = s_θ²·s_x·ã with ã computed from θ/s_θ and x/s_x (powers of two: exact): a that overflows becomes ±inf
+    # instead of inf − inf = NaN, so that ∇R(a) (bounded) stays finite and correct (issue 14)
+    s_t, s_x = _pow2_scale(theta, xp), _pow2_scale(x, xp)
+    relu, _ = _relu_parts(theta / s_t, x / s_x, xp)
+    return (((p * (theta[:, 0] / s_t)) @ relu) * s_x) * s_t * s_t
+
+
+def _finite(value, caller, names):
+    """``value`` if every entry is finite, else an error naming the inputs whose size overflowed the dtype."""
+    xp = namespace(value)
+    if bool(xp.all(xp.isfinite(value))):
+        return value
+    listed = ", ".join(repr(n) for n in names)
+    raise InvalidParameterError(
+        f"{caller}: the result overflows {value.dtype} (it is 2-homogeneous in the particles and grows with the "
+        f"inputs); the values of {listed} are too large. Rescale them (e.g. theta by 1/s multiplies Phi by 1/s^2)."
+    )
 
 
 def _residual(a, y, xp):
@@ -231,7 +264,7 @@ def feature_map(theta, x):
     check_memory(3 * theta.shape[0] * x.shape[0], f"The ({theta.shape[0]}, {x.shape[0]}) features of 'theta'/'x'",
                  "feature_map", x)
     relu, _ = _relu_parts(theta, x, xp)
-    return theta[:, 0][:, None] * relu
+    return _finite(theta[:, 0][:, None] * relu, "feature_map", ("theta", "x"))
 
 
 def outputs(theta, p, x):
@@ -242,7 +275,7 @@ def outputs(theta, p, x):
     x = check_array(x, "x", caller="outputs", ndim=2)
     xp = namespace(x)
     theta, p = _particles(theta, p, x.shape[1], xp, x.dtype, "outputs")
-    return _outputs(theta, p, x, xp)
+    return _finite(_outputs(theta, p, x, xp), "outputs", ("theta", "p", "x"))
 
 
 def functional(theta, p, x, y, lam):
@@ -261,7 +294,8 @@ def functional(theta, p, x, y, lam):
     lam = _lam(lam, "functional")
     theta, p = _particles(theta, p, x.shape[1], xp, x.dtype, "functional")
     a = _outputs(theta, p, x, xp)
-    return _loss_R(a, y, xp) + lam * xp.sum(p * xp.sum(theta * theta, axis=1))
+    return _finite(_loss_R(a, y, xp) + lam * xp.sum(p * xp.sum(theta * theta, axis=1)), "functional",
+                   ("theta", "p", "x"))
 
 
 def first_variation(theta_eval, theta, p, x, y, lam):
@@ -275,7 +309,7 @@ def first_variation(theta_eval, theta, p, x, y, lam):
     theta, p = _particles(theta, p, x.shape[1], xp, x.dtype, "first_variation")
     theta_eval = _points(theta_eval, x.shape[1], xp, x.dtype, "first_variation", name="theta_eval")
     r = _residual(_outputs(theta, p, x, xp), y, xp)
-    return _fv(theta_eval, r, x, lam, xp)
+    return _finite(_fv(theta_eval, r, x, lam, xp), "first_variation", ("theta_eval", "x"))
 
 
 def first_variation_gradient(theta_eval, theta, p, x, y, lam):
@@ -288,7 +322,7 @@ def first_variation_gradient(theta_eval, theta, p, x, y, lam):
     theta, p = _particles(theta, p, x.shape[1], xp, x.dtype, "first_variation_gradient")
     theta_eval = _points(theta_eval, x.shape[1], xp, x.dtype, "first_variation_gradient", name="theta_eval")
     r = _residual(_outputs(theta, p, x, xp), y, xp)
-    return _fv_grad(theta_eval, r, x, lam, xp)
+    return _finite(_fv_grad(theta_eval, r, x, lam, xp), "first_variation_gradient", ("theta_eval", "x"))
 
 
 def flow_time_derivative(theta, p, x, y, lam, sigma, *, sphere=None):
@@ -312,9 +346,9 @@ def flow_time_derivative(theta, p, x, y, lam, sigma, *, sphere=None):
     if sphere is None:
         uniform_fv = lam
     else:
-        sphere = _points(sphere, x.shape[1], xp, x.dtype, "flow_time_derivative", name="sphere")
+        sphere = _sphere_points(sphere, x.shape[1], xp, x.dtype, "flow_time_derivative")
         uniform_fv = xp.mean(_fv(sphere, r, x, lam, xp))
-    return -sigma * mean_fv + sigma * uniform_fv - speed2
+    return _finite(-sigma * mean_fv + sigma * uniform_fv - speed2, "flow_time_derivative", ("theta", "p", "x"))
 
 
 def sphere_uniform(n_points, dim, seed, *, antithetic=False, xp=None, dtype=None, device=None):
@@ -329,8 +363,11 @@ def sphere_uniform(n_points, dim, seed, *, antithetic=False, xp=None, dtype=None
     """
     import numpy as np  # host-side seeded draw
 
-    n_points = check_int(n_points, "n_points", caller="sphere_uniform", low=0)
+    from .nets._common import init_target
+
+    n_points = check_int(n_points, "n_points", caller="sphere_uniform", low=1)
     dim = check_int(dim, "dim", caller="sphere_uniform", low=1)
+    xp, dtype, device = init_target(xp, dtype, device, "sphere_uniform")
     rng = _rng(seed)
     if antithetic:
         if n_points % 2:
@@ -342,8 +379,7 @@ def sphere_uniform(n_points, dim, seed, *, antithetic=False, xp=None, dtype=None
         pts = np.concatenate([half, flipped], axis=0)
     else:
         pts = _unit_rows(rng.standard_normal((n_points, dim)))
-    xp, device = creation_target(xp, device)
-    return xp.asarray(pts, dtype=xp.float64 if dtype is None else dtype, device=device)
+    return xp.asarray(pts, dtype=dtype, device=device)
 
 
 def _antithetic_groups(n_groups, group, dim, rng):
@@ -407,7 +443,7 @@ def network_objective(Theta, x, y, lam):
     Theta = _points(Theta, x.shape[1], xp, x.dtype, "network_objective", name="Theta")
     ones = xp.ones((Theta.shape[0],), dtype=x.dtype, device=device_of(x))
     a = _outputs(Theta, ones, x, xp)
-    return _loss_R(a, y, xp) / x.shape[0] + lam * xp.sum(Theta * Theta)
+    return _finite(_loss_R(a, y, xp) / x.shape[0] + lam * xp.sum(Theta * Theta), "network_objective", ("Theta", "x"))
 
 
 # --------------------------------------------------------------------------- one step of App. E.3
@@ -434,7 +470,7 @@ def perturbed_step(theta, p, x, y, lam, eta, sigma, fresh):
     theta, p = _particles(theta, p, x.shape[1], xp, x.dtype, "perturbed_step")
     fresh = _points(fresh, x.shape[1], xp, x.dtype, "perturbed_step", name="fresh")
     r = _residual(_outputs(theta, p, x, xp), y, xp)
-    moved = theta - eta * _fv_grad(theta, r, x, lam, xp)
+    moved = _finite(theta - eta * _fv_grad(theta, r, x, lam, xp), "perturbed_step", ("theta", "x"))
     k = fresh.shape[0]
     if k == 0 or sigma == 0:
         return moved, p
@@ -465,17 +501,25 @@ def regularity_constants(x, lam, *, k=None):
         raise InvalidParameterError(
             f"The 'x' parameter of regularity_constants must have at least one row and one column; got shape {x.shape}.")
     k = n if k is None else check_int(k, "k", caller="regularity_constants", low=1)
-    gram_eigs, _ = eigh(xp.matrix_transpose(x) @ x, xp)
-    op_norm = math.sqrt(max(float(xp.max(gram_eigs)), 0.0))
+    # ‖X‖₂ and maxᵢ‖xᵢ‖ of x/s (s a power of two: exact) times s, so that XᵀX does not overflow for large x
+    s = float(_pow2_scale(x, xp))
+    xs = x / s
+    gram_eigs, _ = eigh(xp.matrix_transpose(xs) @ xs, xp)
+    op_norm = s * math.sqrt(max(float(xp.max(gram_eigs)), 0.0))
     B_phi = 0.5 * op_norm
-    M_phi = float(xp.max(xp.sqrt(xp.sum(x * x, axis=1))))
+    M_phi = s * float(xp.max(xp.sqrt(xp.sum(xs * xs, axis=1))))
     M_R, C_R = math.sqrt(n), 0.25
     B_L = M_R * B_phi + lam
-    return {
+    out = {
         "C_R": C_R, "M_R": M_R, "B_Phi": B_phi, "M_Phi": M_phi, "b_V": lam, "B_V": lam, "M_V": 2.0 * lam,
-        "B_L": B_L, "c_1": max(k * C_R * B_phi**2, k * C_R * B_phi * M_phi, B_L),
+        "B_L": B_L, "c_1": max(k * C_R * B_phi * B_phi, k * C_R * B_phi * M_phi, B_L),
         "c_2": math.sqrt(k) * M_R * M_phi + 2.0 * lam,
     }
+    if not all(math.isfinite(v) for v in out.values()):
+        raise InvalidParameterError(
+            "regularity_constants: c_1 = k C_R B_Phi^2 overflows float64; the values of 'x' are too large "
+            f"(max row norm {M_phi!r}). Rescale x.")
+    return out
 
 
 # --------------------------------------------------------------------------- min L′ over the sphere, certificate
@@ -556,7 +600,7 @@ def min_first_variation(theta, p, x, y, lam, *, method="auto", n_samples=100_000
     dev = device_of(x)
     sign = xp.where(g_star >= 0, xp.asarray(1.0, dtype=x.dtype, device=dev), xp.asarray(-1.0, dtype=x.dtype, device=dev))
     theta_bar = xp.concat([xp.reshape(-sign, (1,)), u_star]) / math.sqrt(2.0)
-    return lam - 0.5 * best, theta_bar
+    return _finite(lam - 0.5 * best, "min_first_variation", ("x",)), theta_bar
 
 
 def optimality_certificate(theta, p, x, y, lam, *, min_fv=None):
@@ -585,7 +629,8 @@ def optimality_certificate(theta, p, x, y, lam, *, min_fv=None):
     mean_fv = xp.sum(r * a) + lam * xp.sum(p * xp.sum(theta * theta, axis=1))
     dev = device_of(x)
     neg_min = -xp.asarray(min_fv, dtype=x.dtype, device=dev)
-    return mean_fv + (value / lam) * xp.maximum(neg_min, xp.zeros_like(neg_min))
+    return _finite(mean_fv + (value / lam) * xp.maximum(neg_min, xp.zeros_like(neg_min)), "optimality_certificate",
+                   ("theta", "p", "x"))
 
 
 # --------------------------------------------------------------------------- Lemma E.14
@@ -711,6 +756,7 @@ def perturbed_wasserstein_flow(x, y, *, n_particles=400, steps=1000, eta=0.05, s
     record_every = check_int(record_every, "record_every", caller=caller, low=1)
     inject_every = check_int(inject_every, "inject_every", caller=caller, low=1)
     reinjection = check_option(reinjection, "reinjection", ("append", "resample"), caller=caller)
+    min_method = check_option(min_method, "min_method", ("auto", "exact", "sample"), caller=caller)
     n_new = check_int(n_new, "n_new", caller=caller, low=1)
     init_scale = check_real(init_scale, "init_scale", caller=caller, low=0.0, closed="neither")
     if eta * sigma > 1:
@@ -805,6 +851,10 @@ def perturbed_wasserstein_flow(x, y, *, n_particles=400, steps=1000, eta=0.05, s
                     theta = xp.where(xp.asarray(hit, device=dev)[:, None], xp.asarray(fresh, dtype=dtype, device=dev),
                                      theta)
 
+    if not all(math.isfinite(v) for k in ("loss", "mean_fv", "w2", "speed2") for v in rec[k]):
+        raise InvalidParameterError(
+            f"{caller}: the flow overflowed (non-finite L[rho] or speed); the values of 'x' (or 'init_scale', "
+            f"'theta0', 'eta') are too large. Rescale the inputs or take a smaller step 'eta'.")
     # injected particles are the first n_active rows (fresh ones are activated in order)
     theta_out, p_out = theta[:n_active, :], p[:n_active]
     arr = lambda v: xp.asarray(v, dtype=xp.float64, device=dev)  # noqa: E731

@@ -815,3 +815,51 @@ def test_public_functions_keep_the_inputs_device(name):
     for a in arrays:
         assert array_api_compat.is_array_api_strict_namespace(array_api_compat.array_namespace(a)), type(a)
         assert array_api_compat.device(a) == dev
+
+
+# --------------------------------------------------------------------------- extreme scales (issue 14)
+def test_first_variation_at_overflowing_measure_scale(asxp, tonp):
+    """ρ scaled by s = 1e300 (a = s²ã overflows): ∇R(a)ᵢ = −yᵢσ(−yᵢaᵢ) → −yᵢ·𝟙(yᵢãᵢ < 0) exactly, so
+    L′[ρ](θ) = w Σᵢ rᵢ[uᵀxᵢ]₊ + λ‖θ‖² is finite; reference from the hand-written net (no shared code)."""
+    rng = np.random.default_rng(3)
+    X, y = rng.standard_normal((6, 2)), np.array([1.0, -1.0, 1.0, -1.0, 1.0, 1.0])
+    th, p = rng.standard_normal((5, 3)), np.full(5, 0.2)
+    ev = rng.standard_normal((4, 3))
+    a_tilde = np_net(np.sqrt(p)[:, None] * th, X)
+    assert np.all(np.abs(a_tilde) > 1e-6)  # no tie at the limit
+    r = -y * (y * a_tilde < 0)
+    ref = ev[:, 0] * (np.maximum(X @ ev[:, 1:].T, 0.0).T @ r) + 0.1 * np.sum(ev**2, axis=1)
+    got = tonp(mf.first_variation(asxp(ev), asxp(1e300 * th), asxp(p), asxp(X), asxp(y), 0.1))
+    np.testing.assert_allclose(got, ref, rtol=1e-13, atol=1e-13)
+    # the gradient too: ∂_w L′ = Σ rᵢ[uᵀxᵢ]₊ + 2λw
+    grad = tonp(mf.first_variation_gradient(asxp(ev), asxp(1e300 * th), asxp(p), asxp(X), asxp(y), 0.1))
+    np.testing.assert_allclose(grad[:, 0], np.maximum(X @ ev[:, 1:].T, 0.0).T @ r + 0.2 * ev[:, 0],
+                               rtol=1e-13, atol=1e-13)
+    # L[ρ] itself is ~1e600: an error naming the inputs, not inf
+    with pytest.raises(InvalidParameterError, match="theta"):
+        mf.functional(asxp(1e300 * th), asxp(p), asxp(X), asxp(y), 0.1)
+
+
+def test_regularity_constants_homogeneous_and_overflow(asxp):
+    """B_Φ = ½‖X‖₂ and M_Φ are 1-homogeneous in x (exactly, for a power-of-two scale); c₁ ∝ B_Φ² overflowing
+    is an error naming x (XᵀX used to overflow first: LinAlgError)."""
+    X = np.random.default_rng(4).standard_normal((5, 3))
+    c = mf.regularity_constants(asxp(X), 0.1)
+    s = 2.0**480  # ~3e144: B_Φ² ~ 1e289 still finite
+    cs = mf.regularity_constants(asxp(s * X), 0.1)
+    assert cs["B_Phi"] == pytest.approx(s * c["B_Phi"], rel=1e-14)
+    assert cs["M_Phi"] == s * c["M_Phi"]
+    B, M = s * c["B_Phi"], s * c["M_Phi"]
+    assert cs["c_1"] == pytest.approx(0.25 * 5 * max(B * B, B * M), rel=1e-13)  # B_L = M_R B_Φ + λ is smaller
+    with pytest.raises(InvalidParameterError, match="'x'"):
+        mf.regularity_constants(asxp(1e300 * X), 0.1)
+
+
+def test_sphere_argument_is_checked(asxp):
+    rng = np.random.default_rng(5)
+    X, y = rng.standard_normal((4, 2)), np.array([1.0, -1.0, 1.0, -1.0])
+    th, p = rng.standard_normal((3, 3)), np.full(3, 1 / 3)
+    args = (asxp(th), asxp(p), asxp(X), asxp(y), 0.1, 0.5)
+    for bad in (np.zeros((0, 3)), 2.0 * to_numpy(mf.sphere_uniform(4, 3, 0))):
+        with pytest.raises(InvalidParameterError, match="sphere"):
+            mf.flow_time_derivative(*args, sphere=asxp(bad))
