@@ -65,7 +65,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import losses as _losses
-from ._backend import device_of, namespace
+from ._backend import device_of, is_array, namespace
 from ._validation import InvalidParameterError, check_array, check_int, check_option, check_real
 
 __all__ = [
@@ -133,6 +133,65 @@ def input_gradient(net, params, x):
     )
 
 
+def _check_params(net, params, name, caller):
+    """A net's parameters checked up front, every error naming the user's parameter (``params`` or ``params0``):
+    one (W, b) pair per layer for FullyConnected/ConvNet (through their wrappers), a list of weight matrices
+    for HomogeneousNet, finite real arrays everywhere else."""
+    from .nets import Antisymmetric, ConvNet, FullyConnected, HomogeneousNet, Linearized, Scaled
+    from .nets._common import check_pairs
+
+    if isinstance(net, Scaled):
+        return _check_params(net.net, params, name, caller)
+    if isinstance(net, Antisymmetric):
+        if not isinstance(params, tuple) or len(params) != 2:
+            raise InvalidParameterError(
+                f"The {name!r} parameter of {caller} must be a tuple (params_A, params_B) for an Antisymmetric "
+                f"net. Got {type(params).__name__} instead.")
+        for i, p in enumerate(params):
+            _check_params(net.net, p, f"{name}[{i}]", caller)
+        return params
+    if isinstance(net, Linearized):
+        if isinstance(net.params0, tuple):
+            if not isinstance(params, tuple) or len(params) != len(net.params0):
+                raise InvalidParameterError(
+                    f"The {name!r} parameter of {caller} must be a tuple of {len(net.params0)} parameter lists "
+                    f"like the net's params0.")
+            for i, (p, p0) in enumerate(zip(params, net.params0)):
+                check_pairs(p, caller, len(p0), name=f"{name}[{i}]")
+        else:
+            check_pairs(params, caller, len(net.params0), name=name)
+        return params
+    if isinstance(net, (FullyConnected, ConvNet)):
+        return check_pairs(params, caller, net.depth + 1, name=name)
+    if isinstance(net, HomogeneousNet):
+        if not isinstance(params, (list, tuple)) or len(params) != net.depth:
+            raise InvalidParameterError(
+                f"The {name!r} parameter of {caller} must be a list of {net.depth} weight matrices.")
+        for ell, W in enumerate(params):
+            check_array(W, f"{name}[{ell}]", caller=caller)
+        return params
+    _check_leaves(params, name, caller)  # another (duck-typed) net: finite real leaves
+    return params
+
+
+def _check_leaves(tree, name, caller):
+    if isinstance(tree, (list, tuple)):
+        for i, t in enumerate(tree):
+            _check_leaves(t, f"{name}[{i}]", caller)
+    elif tree is not None and is_array(tree):
+        check_array(tree, name, caller=caller)
+
+
+def _check_output(z, caller, culprits):
+    """Refuse a network output that overflowed (finite inputs, ±inf output): finite or an error naming the cause."""
+    xp = namespace(z)
+    if z.size and not bool(xp.all(xp.isfinite(z))):
+        raise FloatingPointError(
+            f"{caller}: the network's output overflows {z.dtype} ({culprits}); rescale them (the result is not "
+            f"representable in this dtype).")
+    return z
+
+
 def loss_input_gradient(net, params, loss):
     r"""The callable (x̃, y) ↦ ∇ₓ l(f(x̃ᵢ), yᵢ) = l′(f(x̃ᵢ), yᵢ)·∇ₓf(x̃ᵢ), row by row, shape (n, d).
 
@@ -141,15 +200,27 @@ def loss_input_gradient(net, params, loss):
     it is the per-example gradient (no 1/N).  Exact up to rounding (the loss derivative's convention at
     kinks, e.g. the strict hinge 𝟙(yz < 1), applies).
     """
+    caller = "loss_input_gradient"
+    _check_params(net, params, "params", caller)
     loss_obj = _as_loss(loss)
 
-    def grad(x_adv, y):
-        z = net.apply(params, x_adv)
-        xp = namespace(z)
+    def grad(x, y):
+        # the callable's own arguments are checked on every call (named as in its signature (x, y)):
+        # y has one entry per row of x, never broadcast.
+        xp = namespace(_first_leaf(params), x, y)
+        x = check_array(x, "x", caller=f"{caller}(...)", ndim=2, xp=xp, like=_first_leaf(params))
+        y = _check_targets(y, x.shape[0], xp, f"{caller}(...)")
+        z = net.apply(params, x)
         lprime = loss_obj.derivative(z, y)
-        return xp.reshape(lprime, (-1, 1)) * input_gradient(net, params, x_adv)
+        return xp.reshape(lprime, (-1, 1)) * input_gradient(net, params, x)
 
     return grad
+
+
+def _first_leaf(tree):
+    while isinstance(tree, (list, tuple)) and tree:
+        tree = tree[0]
+    return tree if is_array(tree) else None
 
 
 def _as_loss(loss):
@@ -212,9 +283,15 @@ def project_ball(z, x, eps, norm="linf"):
     (the exact Euclidean projection onto the ℓ2 ball).  Both are nonexpansive and fix the points of the
     ball, which is why PGD's steps satisfy seed 003 (3.2)'s ‖r_t‖_p ≤ α.
     """
+    caller = "project_ball"
     xp = namespace(z, x)
-    norm = check_option(norm, "norm", NORMS, caller="project_ball")
-    eps = check_real(eps, "eps", caller="project_ball", low=0.0)
+    x = check_array(x, "x", caller=caller, ndim=2, xp=xp, like=z)
+    z = check_array(z, "z", caller=caller, ndim=2, xp=xp, like=x)
+    if tuple(z.shape) != tuple(x.shape):  # one point per row of x: never broadcast
+        raise InvalidParameterError(
+            f"The 'z' parameter of {caller} must have the shape of 'x' {tuple(x.shape)}; got {tuple(z.shape)}.")
+    norm = check_option(norm, "norm", NORMS, caller=caller)
+    eps = check_real(eps, "eps", caller=caller, low=0.0)
     r = z - x
     if norm == "linf":
         return x + xp.clip(r, -eps, eps)
@@ -396,7 +473,21 @@ def mixed_tangent_kernel_diagonal(net, params, x1, x2):
     """
     from .nets import Antisymmetric, FullyConnected, Linearized, Scaled
 
-    xp = namespace(x1, x2)
+    caller = "mixed_tangent_kernel_diagonal"
+    _check_params(net, params, "params", caller)
+    xp = namespace(_first_leaf(params), x1, x2)
+    x1 = check_array(x1, "x1", caller=caller, xp=xp, like=_first_leaf(params))
+    x2 = check_array(x2, "x2", caller=caller, xp=xp, like=x1)
+    out = _mtk_diagonal(net, params, x1, x2, xp, (Antisymmetric, FullyConnected, Linearized, Scaled))
+    if out.size and not bool(xp.all(xp.isfinite(out))):
+        raise FloatingPointError(
+            f"{caller}: Θ(x1ᵢ, x2ᵢ) overflows {out.dtype} (max |x1| = {float(xp.max(xp.abs(x1))):.3g}, "
+            f"max |x2| = {float(xp.max(xp.abs(x2))):.3g}); the 'params' or the inputs are too large for this dtype.")
+    return out
+
+
+def _mtk_diagonal(net, params, x1, x2, xp, kinds):
+    Antisymmetric, FullyConnected, Linearized, Scaled = kinds
     if tuple(x1.shape) != tuple(x2.shape):
         raise InvalidParameterError(
             f"mixed_tangent_kernel_diagonal: 'x1' and 'x2' must have the same shape; got {tuple(x1.shape)} and "
@@ -414,13 +505,13 @@ def mixed_tangent_kernel_diagonal(net, params, x1, x2):
             out = term if out is None else out + term
         return out
     if isinstance(net, Scaled):
-        return net.kappa**2 * mixed_tangent_kernel_diagonal(net.net, params, x1, x2)
+        return net.kappa**2 * _mtk_diagonal(net.net, params, x1, x2, xp, kinds)
     if isinstance(net, Antisymmetric):
         pa, pb = params
-        diag_a = mixed_tangent_kernel_diagonal(net.net, pa, x1, x2)
-        return (diag_a + mixed_tangent_kernel_diagonal(net.net, pb, x1, x2)) / 2
+        diag_a = _mtk_diagonal(net.net, pa, x1, x2, xp, kinds)
+        return (diag_a + _mtk_diagonal(net.net, pb, x1, x2, xp, kinds)) / 2
     if isinstance(net, Linearized):
-        return mixed_tangent_kernel_diagonal(net.net, net.params0, x1, x2)
+        return _mtk_diagonal(net.net, net.params0, x1, x2, xp, kinds)
     return xp.sum(net.jacobian(params, x1) * net.jacobian(params, x2), axis=1)
 
 
@@ -434,10 +525,15 @@ def mtk_output_change(net, params, x, x_adv, y, loss, *, lr):
     The step it predicts is :func:`adversarial_gradient_step`: exact for models linear in θ
     (:class:`ntkref.nets.Linearized`), with an O(η²) remainder for nets.
     """
-    lr = check_real(lr, "lr", caller="mtk_output_change", low=0.0)
-    xp = namespace(x_adv)
-    x_adv = check_array(x_adv, "x_adv", caller="mtk_output_change", ndim=2, xp=xp)
-    y = _check_targets(y, x_adv.shape[0], xp, "mtk_output_change")
+    caller = "mtk_output_change"
+    lr = check_real(lr, "lr", caller=caller, low=0.0)
+    xp = namespace(x_adv, x)
+    x_adv = check_array(x_adv, "x_adv", caller=caller, ndim=2, xp=xp)
+    x = check_array(x, "x", caller=caller, ndim=2, xp=xp, like=x_adv)
+    if x.shape[1] != x_adv.shape[1]:
+        raise InvalidParameterError(
+            f"The 'x' parameter of {caller} must have {x_adv.shape[1]} columns like 'x_adv'; got {tuple(x.shape)}.")
+    y = _check_targets(y, x_adv.shape[0], xp, caller)
     loss_obj = _as_loss(loss)
     z_adv = net.apply(params, x_adv)
     lprime = loss_obj.derivative(z_adv, y)
@@ -526,6 +622,7 @@ def adversarial_training(net, params0, x, y, loss, *, eps, lr, steps, attack="pg
     AdversarialTrajectory
     """
     caller = "adversarial_training"
+    _check_params(net, params0, "params0", caller)
     xp = namespace(x)
     x = check_array(x, "x", caller=caller, ndim=2, xp=xp)
     y = _check_targets(y, x.shape[0], xp, caller)
@@ -562,7 +659,7 @@ def adversarial_training(net, params0, x, y, loss, *, eps, lr, steps, attack="pg
     outputs, adv_outputs, clean_loss, adv_loss, predicted, test_outputs = [], [], [], [], [], []
     x_adv = None
     for t in range(steps + 1):
-        z = net.apply(params, x)
+        z = _check_output(net.apply(params, x), caller, _culprits(t, x, xp))
         outputs.append(z)
         clean_loss.append(xp.mean(loss_obj.value(z, y)))
         if x_test is not None:
@@ -570,7 +667,7 @@ def adversarial_training(net, params0, x, y, loss, *, eps, lr, steps, attack="pg
         if t == steps:
             break
         x_adv = run_attack(params)
-        z_adv = net.apply(params, x_adv)
+        z_adv = _check_output(net.apply(params, x_adv), caller, _culprits(t, x, xp))
         adv_outputs.append(z_adv)
         adv_loss.append(xp.mean(loss_obj.value(z_adv, y)))
         if record_mtk:
@@ -589,6 +686,12 @@ def adversarial_training(net, params0, x, y, loss, *, eps, lr, steps, attack="pg
                       norm=norm, attack_steps=attack_steps, attack_step_size=attack_step_size, domain=domain,
                       loss=getattr(loss_obj, "name", str(loss_obj))),
     )
+
+
+def _culprits(t, x, xp):
+    if t == 0:
+        return f"at the start: the inputs 'x' (max |x| = {float(xp.max(xp.abs(x))):.3g}) or the weights 'params0' are too large"
+    return f"after {t} steps: training diverged; lower 'lr' (or rescale 'x' and 'params0')"
 
 
 def robust_accuracy(net, params, x, y, *, eps, norm="linf", steps=20, step_size=None, loss="logistic", domain=None,
@@ -657,7 +760,10 @@ def attack_displacement_bound(eps, c1, c2, *, steps=None, step_size=None):
 # softmax cross-entropy (3.39)–(3.43)
 # --------------------------------------------------------------------------------------------------
 def log_softmax(logits):
-    r"""log softmax along the last axis, stable for any logit scale: z − max z − log Σ e^{z − max z}."""
+    r"""log softmax along the last axis, stable for any logit scale: z − max z − log Σ e^{z − max z}.
+
+    ``logits`` of any shape (…, k): the leading axes are a batch, each row is normalised on its own.
+    """
     xp = namespace(logits)
     z = check_array(logits, "logits", caller="log_softmax", xp=xp)
     shifted = z - xp.max(z, axis=-1, keepdims=True)
@@ -666,6 +772,8 @@ def log_softmax(logits):
 
 def softmax(logits):
     r"""softmax(z)_j = e^{z_j}/Σᵢ e^{zᵢ} along the last axis (max-shifted, never overflows).
+
+    ``logits`` of any shape (…, k): the leading axes are a batch, each row is normalised on its own.
 
     Its Jacobian diag(p) − ppᵀ has spectral norm ≤ ½, so ‖softmax(a) − softmax(b)‖₂ ≤ ½‖a − b‖₂: the
     correct form of seed 003's (3.42)/(3.43).  Relative accuracy a few ulp.
@@ -676,12 +784,16 @@ def softmax(logits):
     return e / xp.sum(e, axis=-1, keepdims=True)
 
 
-def _onehot(labels, k, xp, dtype, caller):
-    lab = check_array(labels, "labels", caller=caller, ndim=1, xp=xp)
+def _onehot(labels, z, xp, caller):
+    n, k = z.shape
+    lab = check_array(labels, "labels", caller=caller, ndim=1, xp=xp, like=z)
+    if lab.shape[0] != n:  # one label per row of logits: never broadcast
+        raise InvalidParameterError(
+            f"The 'labels' parameter of {caller} must have one entry per row of 'logits' ({n}); got {lab.shape[0]}.")
     if not bool(xp.all((lab == xp.round(lab)) & (lab >= 0) & (lab < k))):
         raise InvalidParameterError(f"The 'labels' parameter of {caller} must contain integers in [0, {k}).")
     classes = xp.arange(k, dtype=lab.dtype, device=device_of(lab))
-    return xp.astype(lab[:, None] == classes[None, :], dtype)
+    return xp.astype(lab[:, None] == classes[None, :], z.dtype)
 
 
 def softmax_cross_entropy(logits, labels):
@@ -692,7 +804,7 @@ def softmax_cross_entropy(logits, labels):
     """
     xp = namespace(logits)
     z = check_array(logits, "logits", caller="softmax_cross_entropy", ndim=2, xp=xp)
-    onehot = _onehot(labels, z.shape[1], xp, z.dtype, "softmax_cross_entropy")
+    onehot = _onehot(labels, z, xp, "softmax_cross_entropy")
     # select, do not multiply: 0·(−inf) would be NaN where another logit is −inf relative to the max
     return -xp.sum(xp.where(onehot > 0, log_softmax(z), xp.zeros_like(z)), axis=1)
 
@@ -701,7 +813,7 @@ def softmax_cross_entropy_gradient(logits, labels):
     r"""∇_f l_ce = softmax(f) − e_y, seed 003 (3.40); shape (n, k); rows sum to 0."""
     xp = namespace(logits)
     z = check_array(logits, "logits", caller="softmax_cross_entropy_gradient", ndim=2, xp=xp)
-    onehot = _onehot(labels, z.shape[1], xp, z.dtype, "softmax_cross_entropy_gradient")
+    onehot = _onehot(labels, z, xp, "softmax_cross_entropy_gradient")
     return softmax(z) - onehot
 
 

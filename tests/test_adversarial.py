@@ -693,6 +693,73 @@ def test_targets_are_validated_before_any_broadcast(xp, asxp):
             adv.fgsm(grad, x, bad, eps=0.1)
 
 
+def test_inputs_and_parameters_are_checked_naming_the_users_argument(xp, asxp, tonp):
+    """Bad network parameters are refused up front naming the argument the user passed ('params' of the
+    gradient factory and of the MTK diagonal, 'params0' of training); the gradient callable checks its own
+    (x, y) before broadcasting; project_ball and softmax cross-entropy never broadcast mismatched shapes."""
+    net, params, x, y, x_adv = _mlp_setup(xp, asxp, depth=1, n=3)
+    host = [(tonp(W), tonp(b)) for W, b in params]
+    bad_params = {
+        "nan": [(asxp(np.where(np.arange(W.size).reshape(W.shape) == 0, np.nan, W)), asxp(b)) for W, b in host],
+        "short": params[:-1],
+        "array": params[0][0],
+    }
+    for kind, bad in bad_params.items():
+        with pytest.raises(InvalidParameterError, match=r"'params(\[0\] W)?'"):
+            adv.loss_input_gradient(net, bad, "logistic")
+        with pytest.raises(InvalidParameterError, match=r"'params0(\[0\] W)?'"):
+            adv.adversarial_training(net, bad, x, y, "logistic", eps=0.1, lr=0.1, steps=1)
+        with pytest.raises(InvalidParameterError, match=r"'params(\[0\] W)?'"):
+            adv.mixed_tangent_kernel_diagonal(net, bad, x, x_adv)
+    grad = adv.loss_input_gradient(net, params, "logistic")
+    with pytest.raises(InvalidParameterError, match="'y'"):
+        grad(x, y[None, :])  # (1, n): would have broadcast against the (n,) outputs
+    with pytest.raises(InvalidParameterError, match=r"'y'.*shape \(0\)"):
+        grad(x[:0, :], y)  # no rows of x, 3 targets
+    with pytest.raises(InvalidParameterError, match="'z'"):
+        adv.project_ball(x_adv[None, ...], x, 0.1)
+    with pytest.raises(InvalidParameterError, match="'z'"):
+        adv.project_ball(x_adv[:1, :], x, 0.1)
+    with pytest.raises(InvalidParameterError, match="'labels'"):
+        adv.softmax_cross_entropy(asxp(np.zeros((0, 3))), asxp(np.array([0.0, 1.0])))
+    # lists and integers are data, converted on the inputs' device: the same values as float arrays
+    xi = np.rint(4 * tonp(x))
+    got = tonp(adv.project_ball(xi.tolist(), asxp(xi + 0.5), 0.2))
+    np.testing.assert_array_equal(got, xi + 0.3)  # ℓ∞: x + clip(z − x, −ε, ε) = x − 0.2 exactly on this grid
+    diag_list = tonp(adv.mixed_tangent_kernel_diagonal(net, params, tonp(x).tolist(), tonp(x_adv).tolist()))
+    np.testing.assert_array_equal(diag_list, tonp(adv.mixed_tangent_kernel_diagonal(net, params, x, x_adv)))
+
+
+def test_softmax_of_a_batch_of_logits_is_the_softmax_of_each_row(xp, asxp, tonp):
+    """The leading axes of the logits are a batch: softmax(z[None, None]) = softmax(z)[None, None] exactly."""
+    z = np.random.default_rng(3).normal(size=(4, 3)) * np.array([[1.0], [10.0], [1e3], [1e300]])
+    for fn in (adv.softmax, adv.log_softmax):
+        np.testing.assert_array_equal(tonp(fn(asxp(z[None, None]))), tonp(fn(asxp(z)))[None, None])
+    np.testing.assert_allclose(tonp(adv.softmax(asxp(z[None]))).sum(-1), 1.0, rtol=1e-15)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the refused case overflows (inf, inf − inf) on purpose
+def test_mtk_diagonal_is_quadratically_homogeneous_up_to_the_overflow_and_refused_beyond(xp, asxp, tonp):
+    """A bias-free ReLU net is positively 1-homogeneous in x and its backward signals δ_ℓ are 0-homogeneous,
+    so Θ(cx, cx̃) = c²·Θ(x, x̃) (c > 0): exact up to rounding at c = 1e150 (values ~1e300, finite); at
+    c = 1e160 the true values (~1e320) exceed float64, and the function refuses instead of returning inf.
+    Training from inputs whose outputs overflow is refused the same way (naming 'x')."""
+    rng = np.random.default_rng(5)
+    net = nets.FullyConnected(3, 16, depth=2, b_std=0.0)
+    params = net.init(2, xp=xp)
+    x, xa = rng.normal(size=(5, 3)), rng.normal(size=(5, 3))
+    base = tonp(adv.mixed_tangent_kernel_diagonal(net, params, asxp(x), asxp(xa)))
+    c = 1e150
+    big = tonp(adv.mixed_tangent_kernel_diagonal(net, params, asxp(c * x), asxp(c * xa)))
+    assert np.all(np.isfinite(big))
+    np.testing.assert_allclose(big / c / c, base, rtol=1e-12, atol=1e-12 * np.abs(base).max())
+    with pytest.raises(FloatingPointError, match="overflows"):
+        adv.mixed_tangent_kernel_diagonal(net, params, asxp(1e160 * x), asxp(1e160 * xa))
+    y = asxp(np.array([1.0, -1.0, 1.0, -1.0, 1.0]))
+    with pytest.raises(FloatingPointError, match="'x'"):
+        adv.adversarial_training(net, params, asxp(1e300 * x), y, "logistic", eps=0.1, lr=0.1, steps=1)
+
+
 def test_eps_zero_is_natural_training_and_norm_is_always_checked(xp, asxp, tonp):
     net, params, x, y, _ = _mlp_setup(xp, asxp, depth=1, n=4)
     calls = []

@@ -162,21 +162,27 @@ def _machines():
                   ints={"max_iter": [0, -1]})
     add(
         E("machines.fit", lambda: (m.fit, dict(K=K, y=y, loss="hinge", lam=0.1)), **common),
-        E("machines.fit[squared]", lambda: (m.fit, dict(K=K, y=y, loss="squared", lam=0.1)), **common),
+        # lam = 0 is documented valid for the squared loss (kernel regression α = K⁻¹y, K nonsingular)
+        E("machines.fit[squared]", lambda: (m.fit, dict(K=K, y=y, loss="squared", lam=0.1)),
+          **{**common, "reals": {"lam": [-1.0], "tol": [0.0, -1.0]}}),
         E("machines.solve", lambda: (m.solve, dict(K=K, y=y, loss="logistic", lam=0.1)), **common),
         E("machines.hard_margin_svm", lambda: (m.hard_margin_svm, dict(K=K, y=y)), arrays=("K", "y"),
           reals={"tol": [0.0, -1.0], "C_max": [0.0, -1.0]}),
         E("machines.predict", lambda: (m.predict, dict(alpha=a, K_test_train=Kt)), arrays=("alpha", "K_test_train")),
         E("machines.rkhs_norm", lambda: (m.rkhs_norm, dict(alpha=a, K=K)), arrays=("alpha", "K")),
         E("machines.objective", lambda: (m.objective, dict(alpha=a, K=K, y=y, loss="squared", lam=0.1)),
-          arrays=("alpha", "K", "y"), options=("loss", "reduction"), reals={"lam": [0.0, -1.0]}),
+          arrays=("alpha", "K", "y"), options=("loss", "reduction"), reals={"lam": [-1.0]}),  # squared: λ = 0 valid
         E("machines.dual_objective", lambda: (m.dual_objective, dict(alpha=ah(), K=K, y=y, loss="hinge", lam=0.1)),
-          arrays=("alpha", "K", "y"), options=("loss", "reduction"), reals={"lam": [0.0, -1.0]}),
+          arrays=("alpha", "K", "y"), options=("loss", "reduction"), reals={"lam": [0.0, -1.0]},
+          # 1e300·α leaves the hinge dual's box 0 ≤ yα ≤ 1/λ: D = −inf there is the documented (exact) value,
+          # not an overflow (tests/test_machines.py: the squared loss's D at 1e300·α is an error naming alpha)
+          skip={("alpha", "1e300"): "documented: D(alpha) = -inf outside the dual domain"}),
         E("machines.duality_gap", lambda: (m.duality_gap, dict(alpha=ah(), K=K, y=y, loss="hinge", lam=0.1)),
           arrays=("alpha", "K", "y"), options=("loss", "reduction"), reals={"lam": [0.0, -1.0]}),
-        E("machines.KernelMachine.predict", lambda: (m.solve(K, y, "squared", 0.1).predict, dict(K_test_train=Kt)),
-          arrays=("K_test_train",)),
-        E("machines.KernelMachine.rkhs_norm", lambda: (m.solve(K, y, "squared", 0.1).rkhs_norm, {})),
+        # the machine is fitted in the namespace under test (on NumPy data it could not predict on device1 data)
+        E("machines.KernelMachine.predict", lambda: (m.solve(_on(K), _on(y), "squared", 0.1).predict,
+                                                     dict(K_test_train=Kt)), arrays=("K_test_train",)),
+        E("machines.KernelMachine.rkhs_norm", lambda: (m.solve(_on(K), _on(y), "squared", 0.1).rkhs_norm, {})),
     )
 
 
