@@ -330,15 +330,15 @@ def convex_gap_bound(times_or_lr, integrand, lam, kernel0_eigs, *, discrete=Fals
     kernel0_max_eig = lmax
     scale = math.sqrt(lmax)
     if not discrete:
-        t = _series(times_or_lr, "times", caller, increasing=True)
+        t = _series(times_or_lr, "times_or_lr", caller, increasing=True)
         if t.shape != b.shape:
             raise InvalidParameterError(
-                f"The 'integrand' parameter of {caller} must have one value per time in 'times' ({t.shape[0]}); "
+                f"The 'integrand' parameter of {caller} must have one value per time in 'times_or_lr' ({t.shape[0]}); "
                 f"got {b.shape[0]}."
             )
         value = scale * _trapz_weighted(t, b, -lam)
-        return float(_finite_result(value, caller, ("kernel0_eigs", "integrand", "times")))
-    lr = check_real(times_or_lr, "lr", caller=caller, low=0.0, closed="neither")
+        return float(_finite_result(value, caller, ("kernel0_eigs", "integrand", "times_or_lr")))
+    lr = check_real(times_or_lr, "times_or_lr", caller=caller, low=0.0, closed="neither")
     loss = (loss if isinstance(loss, _losses.Loss) else _losses.get(loss)) if loss is not None else None
     if loss is None or loss.smoothness is None or not loss.convex:
         raise InvalidParameterError(
@@ -347,7 +347,7 @@ def convex_gap_bound(times_or_lr, integrand, lam, kernel0_eigs, *, discrete=Fals
         )
     if lr * loss.smoothness * kernel0_max_eig > 2 * (1 - lr * lam):
         raise InvalidParameterError(
-            f"The 'lr' parameter of {caller} is too large for the discrete convex bound: η β_l λ_max = {lr * loss.smoothness * kernel0_max_eig:.3g} "
+            f"The 'times_or_lr' parameter (the step η) of {caller} is too large for the discrete convex bound: η β_l λ_max = {lr * loss.smoothness * kernel0_max_eig:.3g} "
             f"> 2(1 − ηλ) = {2 * (1 - lr * lam):.3g}."
         )
     r = np.zeros(len(b)) if remainder is None else _tail(remainder, "remainder", caller, len(b))
@@ -467,7 +467,8 @@ def rademacher_bound(kernel, a, empirical_loss, *, delta, c, rho):
 
     Validation: ``kernel`` finite, square, non-empty, symmetric and positive semidefinite (the
     Cholesky check of :mod:`ntkref.machines`: λ_min ≥ −n·eps·‖K‖_F; B = √(aᵀKa) is an RKHS norm only
-    for a PSD kernel); ``a`` finite of shape (n,); δ ∈ (0, 1); c, ρ finite ≥ 0; ``empirical_loss`` a
+    for a PSD kernel); ``a`` finite of shape (n,); δ ∈ (0, 1); c finite > 0 (a loss bounded by
+    c = 0 is identically zero: nothing to bound); ρ finite ≥ 0; ``empirical_loss`` a
     finite mean of a loss with values in [0, c], so in [0, c].  A bound that overflows float64
     raises :class:`InvalidParameterError`.
     """
@@ -478,7 +479,7 @@ def rademacher_bound(kernel, a, empirical_loss, *, delta, c, rho):
     K = _check_gram(_renamed(kernel, caller, xp), caller, psd=True, name="kernel")
     a = check_array(a, "a", caller=caller, ndim=1, xp=xp, shape=(K.shape[0],), like=K)
     delta = check_real(delta, "delta", caller=caller, low=0.0, high=1.0, closed="neither")
-    c = check_real(c, "c", caller=caller, low=0.0)
+    c = check_real(c, "c", caller=caller, low=0.0, closed="neither")
     rho = check_real(rho, "rho", caller=caller, low=0.0)
     empirical_loss = check_real(empirical_loss, "empirical_loss", caller=caller, low=0.0, high=c)
     n = K.shape[0]
