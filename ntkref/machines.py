@@ -364,18 +364,23 @@ def _on_host(solver, K, y):
     return tuple(xp.asarray(o, device=dev) if is_array(o) else o for o in out)
 
 
-def _overflow_error(caller, what, K, y, lam, xp):
-    """The error for a solve whose objective or gap is not finite: names the inputs whose scale overflows."""
+def _overflow_error(caller, what, K, y, lam, xp, alpha=None):
+    """The error for a solve or an objective that is not finite: names the inputs whose scale overflows
+    (``alpha`` too where the coefficients are an input, as in :func:`objective`)."""
     kmax = float(xp.max(xp.abs(K)))
     ymax = float(xp.max(xp.abs(y))) if y.shape[0] else 0.0
     big = math.sqrt(float(xp.finfo(K.dtype).max))
-    names = [nm for nm, v in (("K", kmax), ("y", ymax), ("lam", abs(lam))) if v > big]
+    scales = [("K", kmax), ("y", ymax), ("lam", abs(lam))]
+    if alpha is not None:
+        scales.insert(0, ("alpha", float(xp.max(xp.abs(alpha))) if alpha.shape[0] else 0.0))
+    names = [nm for nm, v in scales if v > big]
     if not names:  # no single input is near the limit: their product is
-        names = ["K", "y", "lam"]
+        names = [nm for nm, _ in scales]
     return InvalidParameterError(
         f"{caller}: the {what} is not finite (float overflow in {K.dtype}): the scale of "
-        + ", ".join(repr(nm) for nm in names)
-        + f" is too large (max|K| = {kmax:.3g}, max|y| = {ymax:.3g}, lam = {lam:.3g}); rescale the problem."
+        + ", ".join(repr(nm) for nm in names) + " is too large ("
+        + ", ".join(f"max|{nm}| = {v:.3g}" if nm != "lam" else f"lam = {v:.3g}" for nm, v in scales)
+        + "); rescale the problem."
     )
 
 
@@ -399,8 +404,11 @@ def _primal_from_g(alpha, g, y, loss, lam_sum, xp):
     return reg + float(xp.sum(loss.value(g, y)))
 
 
-def _dual_from_g(alpha, g, y, loss, lam_sum, xp, slack=1e-9):
-    """D(α) = −Σ l*(−λα) − (λ/2)αᵀg, or −inf if α is dual-infeasible beyond ``slack``."""
+def _dual_from_g(alpha, g, y, loss, lam_sum, xp, slack=1e-9, on_overflow=None):
+    """D(α) = −Σ l*(−λα) − (λ/2)αᵀg, or −inf if α is dual-infeasible beyond ``slack``.
+
+    ``on_overflow``: a function returning the error to raise when a dual-feasible α gives a non-finite value
+    (float overflow; the −inf of an infeasible α is a value, not an overflow)."""
     quad = 0.5 * lam_sum * float(xp.sum(alpha * g))
     name = loss.name
     if name in ("hinge", "squared_hinge", "logistic"):
@@ -426,7 +434,10 @@ def _dual_from_g(alpha, g, y, loss, lam_sum, xp, slack=1e-9):
     else:  # squared
         s = lam_sum * alpha
         conj = -s * y + s * s / 4
-    return -float(xp.sum(conj)) - quad
+    val = -float(xp.sum(conj)) - quad
+    if on_overflow is not None and not math.isfinite(val):
+        raise on_overflow()
+    return val
 
 
 # --------------------------------------------------------------------------- array helpers
@@ -832,8 +843,10 @@ class KernelMachine:
         return math.sqrt(2 * max(gap_sum, 0.0) / self.lam_sum)
 
     def predict(self, K_test_train):
-        """g(x) = Σᵢ αᵢ K(x, xᵢ) for the rows of ``K_test_train`` (shape (m, n)) → shape (m,)."""
-        return predict(self.alpha_, K_test_train)
+        """g(x) = Σᵢ αᵢ K(x, xᵢ) for the rows of ``K_test_train`` (shape (m, n)) → shape (m,).
+
+        ``K_test_train`` must live where the machine was fitted (``alpha_``'s array library and device)."""
+        return _predict(self.alpha_, K_test_train, "KernelMachine.predict", "alpha_ (the fitted coefficients)")
 
     def rkhs_norm(self):
         """‖β‖ = √(αᵀKα)."""
@@ -930,6 +943,8 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
     K, y, loss, lam, lam_sum, xp = _prepare(K, y, loss, lam, reduction, caller, psd=check_psd)
     n = K.shape[0]
     tol = _default_tol(K.dtype, xp) if tol is None else check_real(tol, "tol", caller=caller, low=0.0, closed="right")
+    if max_iter is not None:  # checked for every loss (the squared loss's closed form has no iterations)
+        max_iter = check_int(max_iter, "max_iter", caller=caller, low=1)
     div = n if reduction == "mean" else 1
 
     if loss.name == "squared":
@@ -950,7 +965,7 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
         its, conv = 0, True
         norm2 = float(xp.sum(alpha * g))
     elif loss.name in _QP_LOSSES:
-        max_iter = max(1000, 10 * n) if max_iter is None else check_int(max_iter, "max_iter", caller=caller, low=1)
+        max_iter = max(1000, 10 * n) if max_iter is None else max_iter
 
         def qp(K, y, xp):
             lo, hi, eps, shift = _qp_bounds(y, loss, lam_sum, xp)
@@ -965,7 +980,7 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
 
         alpha, g, its, conv, primal, dual, kkt, norm2 = _on_host(qp, K, y)
     else:  # logistic
-        max_iter = 200 if max_iter is None else check_int(max_iter, "max_iter", caller=caller, low=1)
+        max_iter = 200 if max_iter is None else max_iter
         alpha, g, its, conv = _logistic_newton(K, y, loss, lam_sum, tol, max_iter, xp)
         a_dual = -loss.derivative(g, y) / lam_sum
         g_dual = K @ a_dual
@@ -1088,47 +1103,89 @@ def predict(alpha, K_test_train):
     r"""g(x) = Σᵢ αᵢ K(x, xᵢ) for each row x of ``K_test_train`` (shape (m, n)) → shape (m,).
 
     A Dask ``K_test_train`` gives a lazy Dask result (per block, summed over column chunks)."""
+    return _predict(alpha, K_test_train, "machines.predict", "alpha")
+
+
+def _predict(alpha, K_test_train, caller, alpha_name):
     if _dask.is_dask(K_test_train):
         return _dask.predict(alpha, K_test_train)
-    K_test_train = check_array(K_test_train, "K_test_train", caller="machines.predict", ndim=2)
+    K_test_train = check_array(K_test_train, "K_test_train", caller=caller, ndim=2)
     xp = namespace(K_test_train)
-    alpha = check_array(alpha, "alpha", caller="machines.predict", ndim=1, xp=xp, like=K_test_train)
+    if is_array(alpha) and not is_numpy_namespace(namespace(alpha)) and namespace(alpha) is not xp:
+        raise InvalidParameterError(
+            f"The 'K_test_train' parameter of {caller} comes from another array library than {alpha_name}: "
+            f"pass it in {alpha_name}'s namespace (no implicit conversions)."
+        )
+    alpha = check_array(alpha, alpha_name.split()[0], caller=caller, ndim=1, xp=xp, like=K_test_train)
+    if device_of(alpha) != device_of(K_test_train):
+        raise InvalidParameterError(
+            f"The 'K_test_train' parameter of {caller} is on device {device_of(K_test_train)!r} but {alpha_name} "
+            f"is on {device_of(alpha)!r}: move one of them explicitly (no implicit copies between devices)."
+        )
     if K_test_train.shape[1] != alpha.shape[0]:
         raise InvalidParameterError(
-            f"The 'K_test_train' parameter of machines.predict must have {alpha.shape[0]} columns (one per "
+            f"The 'K_test_train' parameter of {caller} must have {alpha.shape[0]} columns (one per "
             f"training point); got shape {tuple(K_test_train.shape)}."
         )
     return K_test_train @ xp.astype(alpha, K_test_train.dtype)
 
 
 def rkhs_norm(alpha, K, *, check_psd=False):
-    r"""‖β‖_H = √(αᵀKα) for β = Σ αᵢ Φ(xᵢ) (negative rounding clamped to 0)."""
+    r"""‖β‖_H = √(αᵀKα) for β = Σ αᵢ Φ(xᵢ) (negative rounding clamped to 0).
+
+    Computed scale-free (α and K divided by powers of two first), so it is finite and exact to rounding for
+    every finite α and K, e.g. α ~ 1e300 where αᵀKα itself overflows."""
     K = _check_gram(K, "machines.rkhs_norm", psd=check_psd)
     xp = namespace(K)
     alpha = check_array(alpha, "alpha", caller="machines.rkhs_norm", xp=xp, shape=(K.shape[0],), like=K)
-    return math.sqrt(max(float(alpha @ (K @ alpha)), 0.0))
+    # scale-free: α = 2^a·ᾱ, K = 4^k·K̄ (powers of two: exact, so results at ordinary scales are unchanged bit
+    # for bit) and ‖β‖ = 2^(a+k)·√(ᾱᵀK̄ᾱ), finite for α ~ 1e300 or K ~ 1e300 (αᵀKα itself would overflow)
+    a_max, k_max = _read(xp, xp.max(xp.abs(alpha)), xp.max(xp.abs(K)))
+    if a_max == 0.0 or k_max == 0.0:
+        return 0.0
+    ea, ek = _pow2_exponent(a_max), _pow2_exponent(k_max) // 2
+    a_bar, K_bar = alpha * 2.0 ** -ea, K * 4.0 ** -ek
+    return math.ldexp(math.sqrt(max(float(a_bar @ (K_bar @ a_bar)), 0.0)), ea + ek)
+
+
+def _pow2_exponent(m):
+    """e with 2^e ≈ m (frexp's exponent, kept in ±1000 so that 2^-e is a finite float)."""
+    return max(min(math.frexp(m)[1], 1000), -1000)
 
 
 def objective(alpha, K, y, loss, lam, *, reduction="sum"):
     r"""Primal value P(α) = (λ/2)αᵀKα + Σ l((Kα)ᵢ, yᵢ) (``reduction="mean"``: loss term / n).
 
-    This is eq. (7) at β = Σ αᵢ Φ(xᵢ).  K is checked square/symmetric but not PSD.
+    This is eq. (7) at β = Σ αᵢ Φ(xᵢ).  K is checked square/symmetric but not PSD.  Finite or error: a value
+    beyond the float range (e.g. α or y ~ 1e300) is an InvalidParameterError naming the input at fault.
     """
     K, y, loss, lam, lam_sum, xp = _prepare(K, y, loss, lam, reduction, "machines.objective", psd=False)
     alpha = check_array(alpha, "alpha", caller="machines.objective", xp=xp, shape=(K.shape[0],), like=K)
-    val = _primal_from_g(alpha, K @ alpha, y, loss, lam_sum, xp)
+    overflow = lambda: _overflow_error("machines.objective", "objective", K, y, lam, xp, alpha=alpha)  # noqa: E731
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # an overflow is reported below, naming the input
+            val = _primal_from_g(alpha, K @ alpha, y, loss, lam_sum, xp)
+    except InvalidParameterError as exc:  # the loss's own overflow check: it names z = Kα, not an input
+        raise overflow() from exc
+    if not math.isfinite(val):  # finite inputs, overflowing products: an error naming the input at fault
+        raise overflow()
     return val / (K.shape[0] if reduction == "mean" else 1)
 
 
 def dual_objective(alpha, K, y, loss, lam, *, reduction="sum"):
     r"""Fenchel dual D(α) = −Σ lᵢ*(−λαᵢ) − (λ/2)αᵀKα (−inf outside the dual domain).
 
-    Weak duality: D(α′) ≤ P(α) for all α, α′ (K PSD); equality at the optimum.
+    Weak duality: D(α′) ≤ P(α) for all α, α′ (K PSD); equality at the optimum.  A dual-feasible α whose
+    value overflows (e.g. the squared loss at α ~ 1e300) is an InvalidParameterError naming the input.
     """
     K, y, loss, lam, lam_sum, xp = _prepare(K, y, loss, lam, reduction, "machines.dual_objective", psd=False,
                                             allow_zero=False)
     alpha = check_array(alpha, "alpha", caller="machines.dual_objective", xp=xp, shape=(K.shape[0],), like=K)
-    val = _dual_from_g(alpha, K @ alpha, y, loss, lam_sum, xp)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an overflow is an error naming the input (on_overflow)
+        val = _dual_from_g(alpha, K @ alpha, y, loss, lam_sum, xp, on_overflow=lambda: _overflow_error(
+            "machines.dual_objective", "dual objective", K, y, lam, xp, alpha=alpha))
     return val / (K.shape[0] if reduction == "mean" else 1)
 
 

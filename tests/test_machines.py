@@ -833,3 +833,70 @@ def test_fit_intercept_must_be_a_bool():
     K, y = _intercept_problem(6)
     with pytest.raises(InvalidParameterError, match="'fit_intercept'"):
         machines.solve(K, y, "hinge", 0.1, fit_intercept="yes")
+
+
+@pytest.mark.parametrize("c", [1e300, 1e-300, 3.0])
+def test_rkhs_norm_is_exact_at_extreme_scales(asxp, c):
+    """‖β‖ for β = Σ αᵢ Φ(xᵢ) with the linear kernel K = XXᵀ is ‖Xᵀα‖ (the explicit feature space), and it is
+    homogeneous: ‖c·β‖ = |c|·‖β‖ and K → cK scales it by √c.  At c = 1e300, αᵀKα overflows (it used to return
+    inf) and at 1e-300 it underflows to 0; the result must be the exact finite value either way."""
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((5, 3))
+    alpha = rng.standard_normal(5)
+    ref = float(np.linalg.norm(X.T @ alpha))  # an independent route at ordinary scale
+    got_alpha = machines.rkhs_norm(asxp(c * alpha), asxp(X @ X.T))
+    got_K = machines.rkhs_norm(asxp(alpha), asxp(c * (X @ X.T)))
+    assert got_alpha == pytest.approx(c * ref, rel=1e-13)
+    assert got_K == pytest.approx(np.sqrt(c) * ref, rel=1e-13)
+    assert machines.rkhs_norm(asxp(np.zeros(5)), asxp(X @ X.T)) == 0.0
+
+
+@pytest.mark.parametrize("name, scaled", [("alpha", "alpha"), ("K", "K"), ("y", "y")])
+def test_objective_overflow_is_an_error_naming_the_input(asxp, name, scaled):
+    """P(α) = (λ/2)αᵀKα + Σ(y − Kα)² at 1e300·(input) is ~1e600: not a float.  Finite or error: an
+    InvalidParameterError naming the input at fault (it used to return inf or NaN silently).  At the ordinary
+    scale the value is the closed form."""
+    K, y = _small_gram()
+    alpha = np.array([0.3, -0.2, 0.1, 0.05, 0.4])
+    P = machines.objective(asxp(alpha), asxp(K), asxp(y), "squared", 0.1)
+    assert P == pytest.approx(0.05 * alpha @ K @ alpha + np.sum((y - K @ alpha) ** 2), rel=1e-13)
+    args = {"alpha": alpha, "K": K, "y": y}
+    args[scaled] = 1e300 * args[scaled]
+    with pytest.raises(InvalidParameterError, match=rf"not finite.*'{name}'.*too large"):
+        machines.objective(asxp(args["alpha"]), asxp(args["K"]), asxp(args["y"]), "squared", 0.1)
+
+
+def test_dual_objective_overflow_is_an_error_and_infeasibility_is_minus_inf(asxp):
+    """The squared loss's dual D(α) = Σ(λαy − λ²α²/4) − (λ/2)αᵀKα is defined for every α: at 1e300·α it
+    overflows (an error naming alpha).  The hinge dual is −inf outside its box 0 ≤ yα ≤ 1/λ (a value)."""
+    K, y = _small_gram()
+    alpha = 0.5 * y
+    lam = 0.1
+    D = machines.dual_objective(asxp(alpha), asxp(K), asxp(y), "squared", lam)
+    s = lam * alpha
+    assert D == pytest.approx(np.sum(s * y - s * s / 4) - 0.5 * lam * alpha @ K @ alpha, rel=1e-13)
+    with pytest.raises(InvalidParameterError, match="not finite.*'alpha'"):
+        machines.dual_objective(asxp(1e300 * alpha), asxp(K), asxp(y), "squared", lam)
+    assert machines.dual_objective(asxp(1e300 * alpha), asxp(K), asxp(y), "hinge", lam) == -np.inf
+
+
+@pytest.mark.parametrize("max_iter", [0, -1, 1.5, float("nan")])
+def test_max_iter_is_checked_for_the_closed_form_loss_too(asxp, max_iter):
+    K, y = _small_gram()
+    with pytest.raises(InvalidParameterError, match="max_iter"):
+        machines.fit(asxp(K), asxp(y), "squared", 0.1, max_iter=max_iter)
+
+
+def test_machine_predicts_only_where_it_was_fitted():
+    """A machine fitted on device1 refuses a K_test_train on another device or of another array library,
+    naming K_test_train (no implicit copies); on device1 it predicts there."""
+    strict, dev = _device1()
+    K, y = _small_gram()
+    m = machines.solve(strict.asarray(K, device=dev), strict.asarray(y, device=dev), "squared", 0.1)
+    import array_api_compat
+
+    got = m.predict(strict.asarray(K[:2], device=dev))
+    assert array_api_compat.device(got) == dev
+    for other in (strict.asarray(K[:2]), K[:2]):
+        with pytest.raises(InvalidParameterError, match="K_test_train"):
+            m.predict(other)
