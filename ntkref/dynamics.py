@@ -239,24 +239,37 @@ def _phi_scalar(mu, t):
     return -math.expm1(-x) / mu
 
 
-def _check_times(times, caller):
-    # host-side bookkeeping: requested output times are a short list of floats
+def _check_times(times, caller, name="times"):
+    # host-side bookkeeping: requested output times are a short list of floats (a scalar or a 1-d sequence)
+    where = f"The {name!r} parameter of {caller}"
+    if isinstance(times, (str, bytes)):
+        raise InvalidParameterError(f"{where} must be a real number or a 1-d sequence of reals; got {times!r}.")
     try:
         if hasattr(times, "shape") and hasattr(times, "dtype"):  # an array of any namespace
-            ts = [float(t) for t in to_numpy(times).reshape(-1).tolist()]
+            host = to_numpy(times)
+            if host.ndim > 1:
+                raise InvalidParameterError(f"{where} must be a scalar or 1-d; got shape {tuple(host.shape)}.")
+            if host.dtype.kind not in "fiub":
+                raise InvalidParameterError(f"{where} must hold real numbers; got dtype {host.dtype}.")
+            ts = [float(t) for t in host.reshape(-1).tolist()]
         else:
             ts = [float(t) for t in times]
+    except InvalidParameterError:
+        raise
     except TypeError:
-        ts = [float(times)]
-    except Exception as exc:  # pragma: no cover - exotic inputs
-        raise InvalidParameterError(f"The 'times' parameter of {caller} must be a 1-d sequence of reals: {exc}")
+        try:
+            ts = [float(times)]
+        except (TypeError, ValueError) as exc:
+            raise InvalidParameterError(f"{where} must be a real number or a 1-d sequence of reals: {exc}") from exc
+    except Exception as exc:  # strings inside a list, nested lists, ...
+        raise InvalidParameterError(f"{where} must be a 1-d sequence of reals: {exc}") from exc
     if not ts:
-        raise InvalidParameterError(f"The 'times' parameter of {caller} must not be empty.")
+        raise InvalidParameterError(f"{where} must not be empty.")
     for t in ts:
         if not math.isfinite(t) or t < 0:
-            raise InvalidParameterError(f"The 'times' parameter of {caller} must contain finite times >= 0; got {t!r}.")
+            raise InvalidParameterError(f"{where} must contain finite times >= 0; got {t!r}.")
     if any(b < a for a, b in zip(ts, ts[1:])):
-        raise InvalidParameterError(f"The 'times' parameter of {caller} must be nondecreasing.")
+        raise InvalidParameterError(f"{where} must be nondecreasing.")
     return ts
 
 
@@ -363,6 +376,8 @@ def gradient_flow(
     rtol = check_real(rtol, "rtol", caller=caller, low=0.0, closed="neither")
     atol = check_real(atol, "atol", caller=caller, low=0.0)
     ts = _check_times(times, caller)
+    max_events = check_int(max_events, "max_events", caller=caller, low=1)
+    max_steps = check_int(max_steps, "max_steps", caller=caller, low=1)
     K, xp, eig = _check_kernel(K, caller, psd=True, xp=namespace(K, y, g0, alpha0, K_test, g0_test))
     n = K.shape[0]
     dtype = K.dtype
@@ -1054,7 +1069,7 @@ def continuous_closed_form(K, segment_times, segment_derivatives, lam, T, *, g0=
     n = K.shape[0]
     dtype = K.dtype
     P = xp.astype(check_array(segment_derivatives, "segment_derivatives", caller=caller, ndim=2, xp=xp, like=K), dtype)
-    st = _check_times(segment_times, caller)
+    st = _check_times(segment_times, caller, name="segment_times")
     if len(st) != P.shape[0] or P.shape[1] != n:
         raise InvalidParameterError(f"{caller}: segment_times (len {len(st)}) and segment_derivatives {tuple(P.shape)} disagree.")
     if st[0] != 0.0:
