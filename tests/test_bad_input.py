@@ -119,10 +119,11 @@ def _kernels():
         E("kernels.wei_k1_k2", lambda: (k.wei_k1_k2, dict(x1=x1, x2=x2)), arrays=("x1", "x2")),
         E("kernels.wei_kernel", lambda: (k.wei_kernel, dict(x1=x1, x2=x2, r_w=1.5, r_u=0.5)), arrays=("x1", "x2"),
           reals={"r_w": [-1.0], "r_u": [-1.0]}),
+        # depth = 0 is documented valid (the linear model Θ = xᵀx'; tests/test_kernels.py checks it at depth 0)
         E("kernels.arora_ntk", lambda: (k.arora_ntk, dict(x1=pos[0], x2=pos[1], depth=2)), arrays=("x1", "x2"),
-          ints={"depth": [0, -1]}),
+          ints={"depth": [-1]}),
         E("kernels.chen_ntk", lambda: (k.chen_ntk, dict(x1=pos[0], x2=pos[1], depth=2)), arrays=("x1", "x2"),
-          ints={"depth": [0, -1]}),
+          ints={"depth": [-1]}),
         E("kernels.cntk", lambda: (k.cntk, dict(x1=img, depth=1, b_std=0.1)), arrays=("x1",),
           options=("readout",), ints={"depth": [-1], "filter_size": [0, 2]}, **{k_: v for k_, v in kern.items()
                                                                              if k_ == "reals"}),

@@ -581,3 +581,24 @@ def test_host_memory_reading_never_refuses_small_arrays(monkeypatch):
     monkeypatch.setattr(builtins, "open", fake_open)
     assert _fc._available_memory(np, np.ones(1)) == 256 * 2**20
     K.fc(np.ones((3, 2)), depth=1)  # 72 bytes of output: computed, not refused
+
+
+def test_activation_refuses_non_callables():
+    """Activation(fn, derivative) is called inside the quadrature: a non-callable is refused when it is made,
+    naming the field (it used to be accepted and fail later, deep inside fc)."""
+    with pytest.raises(InvalidParameterError, match="'fn'"):
+        K.Activation("bogus", lambda z: z)
+    with pytest.raises(InvalidParameterError, match="'derivative'"):
+        K.Activation(lambda z: z, "bogus")
+
+
+def test_fc_diagonal_names_its_parameter_x(asxp, tonp):
+    """fc_diagonal's array is 'x' (not fc's 'x1'); its diagonal equals fc's at ordinary inputs."""
+    x = np.random.default_rng(5).normal(size=(4, 3))
+    with pytest.raises(InvalidParameterError, match="'x' parameter of fc_diagonal"):
+        K.fc_diagonal(asxp(np.where(np.eye(4, 3) > 0, np.nan, x)))
+    with pytest.raises(InvalidParameterError, match="'x' parameter of fc_diagonal"):
+        K.fc_diagonal(asxp(x[None]))
+    d = K.fc_diagonal(asxp(x), depth=2, b_std=0.1)
+    full = K.fc(asxp(x), depth=2, b_std=0.1)
+    np.testing.assert_allclose(tonp(d.ntk), np.diag(tonp(full.ntk)), rtol=1e-13, atol=0)

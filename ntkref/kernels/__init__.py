@@ -25,7 +25,7 @@ def chen_ntk(x1, x2=None, *, depth=1):
     """Seed 000's NTK (official code: neural-tangents Dense(W_std=1)/Relu, no bias).
 
     Equal to ``fc(x1, x2, depth=depth, W_std=1.0, b_std=0.0).ntk``; for depth 1
-    this is eq. (63), :func:`two_layer_relu_ntk`.
+    this is eq. (63), :func:`two_layer_relu_ntk`; ``depth`` ≥ 0 (0: the linear kernel x·x′/d).
     """
     return fc(x1, x2, depth=depth, W_std=1.0, b_std=0.0, get="ntk").ntk
 

@@ -94,6 +94,17 @@ class Activation:
     derivative: object
     name: str = "custom"
 
+    def __post_init__(self):
+        for field_name in ("fn", "derivative"):
+            value = getattr(self, field_name)
+            if not callable(value):
+                raise InvalidParameterError(
+                    f"The {field_name!r} parameter of Activation must be a callable taking and returning arrays. "
+                    f"Got {value!r} instead."
+                )
+        if not isinstance(self.name, str):
+            raise InvalidParameterError(f"The 'name' parameter of Activation must be a str. Got {self.name!r} instead.")
+
 
 def _tanh(x):
     return namespace(x).tanh(x)
@@ -611,9 +622,9 @@ def _diag_recursion(xn, d, Ws, bs, act, closed, n_points, xp):
 # ------------------------------------------------------------------ public API
 
 
-def _prepare(x1, x2, depth, activation, W_std, b_std, dtype, caller):
+def _prepare(x1, x2, depth, activation, W_std, b_std, dtype, caller, x1_name="x1"):
     xp = namespace(x1, x2)
-    x1 = check_array(x1, "x1", caller=caller, ndim=2, xp=xp, dtype=dtype)
+    x1 = check_array(x1, x1_name, caller=caller, ndim=2, xp=xp, dtype=dtype)
     if x2 is not None:
         x2 = check_array(x2, "x2", caller=caller, ndim=2, xp=xp, dtype=x1.dtype)
         if x2.shape[1] != x1.shape[1]:
@@ -621,7 +632,7 @@ def _prepare(x1, x2, depth, activation, W_std, b_std, dtype, caller):
                 f"x1 and x2 of {caller} must have the same number of features; got {x1.shape[1]} and {x2.shape[1]}."
             )
     if x1.shape[1] == 0:
-        raise InvalidParameterError(f"The 'x1' parameter of {caller} must have at least one feature.")
+        raise InvalidParameterError(f"The {x1_name!r} parameter of {caller} must have at least one feature.")
     depth = check_int(depth, "depth", caller=caller, low=0)
     act, closed = _resolve_activation(activation)
     limit = _scale_limit(x1.dtype, xp)
@@ -899,7 +910,8 @@ def fc_diagonal(x, *, depth=1, activation="relu", W_std=1.0, b_std=0.0, quadratu
     Kernel
         ``.nngp`` and ``.ntk`` of shape (n,).
     """
-    xp, x, _, depth, act, closed, Ws, bs = _prepare(x, None, depth, activation, W_std, b_std, dtype, "fc_diagonal")
+    xp, x, _, depth, act, closed, Ws, bs = _prepare(x, None, depth, activation, W_std, b_std, dtype, "fc_diagonal",
+                                                    x1_name="x")
     n_points = check_int(quadrature_points, "quadrature_points", caller="fc_diagonal", low=2, high=256)
     xn, _ = _row_norms(x, xp)
     check_input_scale(xn, "x", "fc_diagonal", Ws[0] / math.sqrt(x.shape[1]), xp)

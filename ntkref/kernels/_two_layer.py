@@ -113,7 +113,7 @@ def wei_kernel(x1, x2=None, *, r_w=1.0, r_u=1.0):
 
 
 def arora_ntk(x1, x2=None, *, depth=1):
-    """Seed 004 eq. (8) for ReLU with c_σ = 2 and Σ⁽⁰⁾ = xᵀx' (no 1/d).
+    """Seed 004 eq. (8) for ReLU with c_σ = 2 and Σ⁽⁰⁾ = xᵀx' (no 1/d), ``depth`` = L ≥ 0 hidden layers.
 
     Θ⁽ᴸ⁾(x, x') = Σ_{h=1}^{L+1} Σ⁽ʰ⁻¹⁾(x, x') Π_{h'=h}^{L+1} Σ̇⁽ʰ'⁾(x, x'), with
     Σ⁽ʰ⁾ = 2E[σ(u)σ(v)], Σ̇⁽ʰ⁾ = 2E[σ'(u)σ'(v)], Σ̇⁽ᴸ⁺¹⁾ = 1 — evaluated in this
@@ -121,7 +121,7 @@ def arora_ntk(x1, x2=None, *, depth=1):
     Θ_Arora = d·Θ_NT(W_std = [1, √2, …, √2]) is a real test of both.
 
     Rows with ‖x‖ > √(largest float)/4 are refused (InvalidParameterError naming
-    x1/x2 and the bound), as is a result that overflows.
+    x1/x2 and the bound), as is a result that overflows.  ``depth=0`` is the linear model: Θ = Σ⁽⁰⁾ = xᵀx'.
     """
     depth = check_int(depth, "depth", caller="arora_ntk", low=0)
     xp, x1, x2, n1, n2, pair = _pair_setup(x1, x2, "arora_ntk")
