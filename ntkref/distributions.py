@@ -62,7 +62,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import machines as _machines
-from ._backend import creation_target, device_of, namespace
+from ._backend import creation_target, device_of, is_array, namespace
 from ._compat import eigh
 from ._validation import (
     InvalidParameterError,
@@ -73,6 +73,7 @@ from ._validation import (
     check_real,
 )
 from .kernels import wei_kernel
+from .kernels._fc import _row_norms, check_input_scale
 
 __all__ = [
     "sample_sparse_xor",
@@ -195,10 +196,10 @@ def hypercube(k, *, xp=None, dtype=None, device=None):
     """All 2^k points of {−1, +1}^k, shape (2^k, k), in binary order (row j has −1 where bit of j is 1).
 
     With z = ``hypercube(d − 2)`` the orbit statistics of :func:`orbit_error_bound` are *exact*
-    population quantities under 𝒟.  k ≤ 24 (2^24 rows).  In ``xp`` on ``device`` (defaults as in
-    :func:`sample_sparse_xor`).
+    population quantities under 𝒟.  1 ≤ k ≤ 24 (2^24 rows; k ≥ 1 as for :func:`sample_hypercube`, since z has
+    d − 2 ≥ 1 coordinates).  In ``xp`` on ``device`` (defaults as in :func:`sample_sparse_xor`).
     """
-    k = check_int(k, "k", caller="hypercube", low=0, high=24)
+    k = check_int(k, "k", caller="hypercube", low=1, high=24)
     xp, dtype, device = _out_namespace(xp, dtype, device)
     j = np.arange(2**k)[:, None]
     bits = (j >> np.arange(k - 1, -1, -1)[None, :]) & 1
@@ -258,14 +259,38 @@ class KernelPredictor:
     lam: float | None = None
     machine: object = None
 
+    def __post_init__(self):
+        caller = "KernelPredictor"
+        self.x_train = check_array(self.x_train, "x_train", caller=caller, ndim=2)
+        xp = namespace(self.x_train)
+        n = self.x_train.shape[0]
+        _same_library(self.beta, self.x_train, "beta", caller)
+        self.beta = check_array(self.beta, "beta", caller=caller, xp=xp, shape=(n,), dtype=self.x_train.dtype,
+                                like=self.x_train)
+        self.r_w = check_real(self.r_w, "r_w", caller=caller, low=0.0)
+        self.r_u = check_real(self.r_u, "r_u", caller=caller, low=0.0)
+        _check_row_scale(self.x_train, "x_train", caller, xp)
+
+    def _x(self, x, caller):
+        xp = namespace(self.x_train)
+        _same_library(x, self.x_train, "x", caller)
+        x = check_array(x, "x", caller=caller, ndim=2, xp=xp, dtype=self.x_train.dtype, like=self.x_train)
+        d = self.x_train.shape[1]
+        if x.shape[1] != d:
+            raise InvalidParameterError(
+                f"The 'x' parameter of {caller} must have {d} columns (those of x_train); got shape {tuple(x.shape)}.")
+        _check_row_scale(x, "x", caller, xp)
+        return x
+
     def gram(self, x):
         """K(x, x_train), shape (m, n)."""
+        x = self._x(x, "KernelPredictor.gram")
         return wei_kernel(x, self.x_train, r_w=self.r_w, r_u=self.r_u)
 
     def decision_function(self, x):
         """f(x; β) for each row of x (shape (m, d)) → shape (m,)."""
-        x = check_array(x, "x", caller="KernelPredictor", ndim=2, xp=namespace(self.x_train), dtype=self.x_train.dtype)
-        return self.gram(x) @ self.beta
+        x = self._x(x, "KernelPredictor.decision_function")
+        return wei_kernel(x, self.x_train, r_w=self.r_w, r_u=self.r_u) @ self.beta
 
     __call__ = decision_function
 
@@ -275,13 +300,34 @@ class KernelPredictor:
         ``x`` (m, d), ``y`` (m,) of ±1 (one label per row of ``x``).
         """
         xp = namespace(self.x_train)
-        y = check_labels(y, "y", caller="KernelPredictor.error_rate", xp=xp)
+        _same_library(y, self.x_train, "y", "KernelPredictor.error_rate")
+        y = check_labels(y, "y", caller="KernelPredictor.error_rate", xp=xp, like=self.x_train)
         f = self.decision_function(x)
         if y.ndim != 1 or y.shape[0] != f.shape[0]:
             raise InvalidParameterError(
                 f"The 'y' parameter of KernelPredictor.error_rate must have one label per row of x ({f.shape[0]}); "
                 f"got shape {y.shape}.")
         return float(xp.mean(xp.astype(xp.astype(y, f.dtype) * f <= 0, f.dtype)))
+
+
+def _same_library(a, like, name, caller):
+    """An array of another library than ``like``'s is refused naming ``name`` (lists are converted)."""
+    if is_array(a) and is_array(like):
+        try:
+            namespace(a, like)
+        except TypeError as exc:
+            raise InvalidParameterError(
+                f"The {name!r} parameter of {caller} is an array of another array library than x_train's: {exc}"
+            ) from None
+
+
+def _check_row_scale(x, name, caller, xp, extra=0.0):
+    """Rows whose norm (+ ``extra``, a bound on a row's growth, e.g. the orbit's ±1 coordinate) the kernel
+    cannot square are refused naming ``name`` (as :func:`ntkref.kernels.wei_kernel` does for its x1/x2)."""
+    if x.shape[0] == 0:
+        return
+    norms, _ = _row_norms(x, xp)
+    check_input_scale(norms + extra, name, caller, 1.0, xp, "‖x‖" if not extra else "‖x‖ + 1")
 
 
 def fit_kernel_predictor(x, y, *, method="min_norm", r_w=1.0, r_u=1.0, lam=None, reduction="sum", rtol=None):
@@ -390,6 +436,9 @@ def _check_predictor_inputs(x_train, beta, z, r_w, r_u, caller):
         raise InvalidParameterError(f"The 'z' parameter of {caller} must have d - 2 = {d - 2} columns; got {z.shape[1]}.")
     r_w = check_real(r_w, "r_w", caller=caller, low=0.0)
     r_u = check_real(r_u, "r_u", caller=caller, low=0.0)
+    # the kernel is evaluated at x_train, (±1, 0, z), (0, 1, zᵢ): norms at most ‖x‖ + 1
+    _check_row_scale(x_train, "x_train", caller, xp, extra=1.0)
+    _check_row_scale(z, "z", caller, xp, extra=1.0)
     return xp, x_train, beta, z, r_w, r_u
 
 
@@ -479,7 +528,7 @@ def orbit_error_bound(x_train, beta, z, *, r_w=1.0, r_u=1.0):
     samples it is an unbiased (orbit-stratified) estimate.  In floating point the inequality is exact
     (f⁺, f⁻ are sums of the same computed orbit values; the sum of two positive floats is positive).
 
-    Parameters and shapes as :func:`lemma_b2_functions`.
+    Parameters and shapes as :func:`lemma_b2_functions`, with M ≥ 1.
 
     Returns
     -------
@@ -487,6 +536,10 @@ def orbit_error_bound(x_train, beta, z, *, r_w=1.0, r_u=1.0):
     """
     caller = "orbit_error_bound"
     xp, x_train, beta, z, r_w, r_u = _check_predictor_inputs(x_train, beta, z, r_w, r_u, caller)
+    if z.shape[0] == 0:
+        raise InvalidParameterError(
+            f"The 'z' parameter of {caller} must have at least one row (the error and agreement are averages "
+            f"over z); got shape {tuple(z.shape)}.")
     f = _orbit_f(xp, x_train, beta, z, r_w, r_u)
     labels = xp.reshape(xp.asarray(ORBIT_LABELS, dtype=f.dtype, device=device_of(f)), (4, 1))
     wrong = xp.astype(labels * f <= 0, f.dtype)
@@ -555,9 +608,29 @@ def quadratic_feature_gram(z):
     Returns
     -------
     array, shape (n, n), symmetric PSD.
+
+    Notes
+    -----
+    Homogeneous of degree 4: z is divided by a power of two s ≈ max|z| first (exact) and the result multiplied
+    by s⁴, so (ZZᵀ)² may exceed the largest float while the difference does not (e.g. rows with one nonzero
+    entry give exactly 0); a result that is itself not representable is an error naming ``z``.
     """
-    z = check_array(z, "z", caller="quadratic_feature_gram", ndim=2)
+    caller = "quadratic_feature_gram"
+    z = check_array(z, "z", caller=caller, ndim=2)
     xp = namespace(z)
-    G = z @ xp.matrix_transpose(z)
-    z2 = z * z
-    return G * G - z2 @ xp.matrix_transpose(z2)
+    big = float(xp.max(xp.abs(z))) if z.size else 0.0
+    e = math.frexp(big)[1] if big > 0 else 0  # 2^(e-1) <= max|z| < 2^e
+    s = math.ldexp(1.0, e)
+    zs = z / s if e else z
+    G = zs @ xp.matrix_transpose(zs)
+    z2 = zs * zs
+    R = G * G - z2 @ xp.matrix_transpose(z2)
+    if e:  # × s⁴ in four exact steps of 2^e (an overflow shows as inf)
+        for _ in range(4):
+            R = R * s
+    if not bool(xp.all(xp.isfinite(R))):
+        raise InvalidParameterError(
+            f"The 'z' parameter of {caller} is too large: (zᵢᵀzⱼ)² − Σₐ zᵢₐ²zⱼₐ² overflows "
+            f"{'float32' if R.dtype == xp.float32 else 'float64'} (max|z| = {big:.3g}; entries scale like "
+            f"max|z|⁴). Rescale z.")
+    return R

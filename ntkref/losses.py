@@ -56,49 +56,74 @@ class Loss:
     epsilon: float = 0.0
     convex: bool = field(default=True)
 
-    def _args(self, z, y):
+    def _caller(self, method):
+        return f"Loss[{self.name}].{method}"
+
+    def _args(self, z, y, method):
         xp = namespace(z, y)
         z_given, y_given = z, y
-        z = check_array(z, "z", xp=xp)
-        y = check_array(y, "y", xp=xp)
+        z = check_array(z, "z", caller=self._caller(method), xp=xp)
+        y = check_array(y, "y", caller=self._caller(method), xp=xp)
         # a Python scalar or list given with an array is created on the array's device (check_array
         # creates it on the default device)
         if is_array(z_given) and not is_array(y_given):
             y = xp.asarray(y, device=device_of(z))
         elif is_array(y_given) and not is_array(z_given):
             z = xp.asarray(z, device=device_of(y))
+        _check_shapes(tuple(z.shape), tuple(y.shape), self._caller(method))
         if self.classification:
-            y = check_labels(xp.reshape(y, (-1,)), "y", xp=xp)
-            y = xp.reshape(y, ()) if z.ndim == 0 and y.shape == (1,) else y
+            y = xp.reshape(check_labels(xp.reshape(y, (-1,)), "y", caller=self._caller(method), xp=xp), y.shape)
         y = xp.astype(y, z.dtype) if y.dtype != z.dtype else y
         return xp, z, y
 
+    def _finite(self, out, xp, method):
+        """Finite or an error: the squared losses (and |y − z| − ε) of finite z, y can overflow."""
+        if not bool(xp.all(xp.isfinite(out))):
+            big = float(xp.finfo(out.dtype).max)
+            what = "l(z, y)" if method == "value" else "l'(z, y)"
+            raise InvalidParameterError(
+                f"{self._caller(method)}: {what} overflows for these 'z' and 'y' (largest finite {big:.3g} in "
+                f"{'float32' if out.dtype == xp.float32 else 'float64'}; the {self.name} loss grows like "
+                f"{'|y - z|' if self.name == 'epsilon_insensitive' else 'its argument squared'}). Rescale the "
+                f"outputs and targets."
+            )
+        return out
+
     def value(self, z, y):
-        """l(z, y) elementwise (broadcasting z against y)."""
-        xp, z, y = self._args(z, y)
+        """l(z, y) elementwise, broadcasting z against y.
+
+        One of z, y must broadcast to the other's shape (a scalar label, or extra leading axes); an outer
+        product such as z of shape (n, 1) with y of shape (n,) is refused, as are shapes that do not broadcast.
+        A value that overflows (the squared hinge loss at 1 − yz ≳ 1e154 in float64, |y − z| − ε beyond the
+        largest float) is an error, never inf.
+        """
+        xp, z, y = self._args(z, y, "value")
         if self.name == "hinge":
             return xp.maximum(1 - y * z, 0.0)
         if self.name == "squared_hinge":
-            return xp.maximum(1 - y * z, 0.0) ** 2
+            return self._finite(xp.maximum(1 - y * z, 0.0) ** 2, xp, "value")
         if self.name == "epsilon_insensitive":
-            return xp.maximum(xp.abs(y - z) - self.epsilon, 0.0)
+            return self._finite(xp.maximum(xp.abs(y - z) - self.epsilon, 0.0), xp, "value")
         if self.name == "squared":
+            # not checked here yet: machines.solve reports this overflow itself, naming 'K', 'y' or 'lam'
+            # (its tests expect that message); see tests/bad_input_pending/losses.py
             return (y - z) ** 2
         # logistic: log(1 + e^{-m}) without overflow for large |m|
         return xp.logaddexp(xp.zeros_like(z), -(y * z))
 
     def derivative(self, z, y):
-        """l'(z, y) = ∂l/∂z elementwise; at kinks the convention of the table above."""
-        xp, z, y = self._args(z, y)
+        """l'(z, y) = ∂l/∂z elementwise; at kinks the convention of the table above.  Shapes as :meth:`value`;
+        an overflow (the squared losses at |y − z| ≳ 1e308) is an error."""
+        xp, z, y = self._args(z, y, "derivative")
         if self.name == "hinge":
             return xp.where(y * z < 1, -y, xp.zeros_like(z))
         if self.name == "squared_hinge":
-            return -2 * y * xp.maximum(1 - y * z, 0.0)
+            return self._finite(-2 * y * xp.maximum(1 - y * z, 0.0), xp, "derivative")
         if self.name == "epsilon_insensitive":
             r = z - y
             return xp.where(xp.abs(r) > self.epsilon, xp.sign(r), xp.zeros_like(r))
         if self.name == "squared":
-            return 2 * (z - y)
+            return self._finite(2 * (z - y), xp, "derivative")
         m = y * z
         # -y·σ(-m): evaluated so that neither branch overflows
         e = xp.exp(-xp.abs(m))
@@ -110,6 +135,19 @@ class Loss:
         if self.classification:
             return check_labels(y, name, caller=caller)
         return check_array(y, name, caller=caller, ndim=1)
+
+
+def _check_shapes(zs, ys, caller):
+    """z and y broadcast, and one of them to the other's shape (no outer product), else an error naming both."""
+    n = max(len(zs), len(ys))
+    a, b = (1,) * (n - len(zs)) + zs, (1,) * (n - len(ys)) + ys
+    ok = all(p == q or p == 1 or q == 1 for p, q in zip(a, b))
+    out = tuple(max(p, q) if p != 0 and q != 0 else 0 for p, q in zip(a, b))
+    if not ok or out not in (zs, ys):
+        raise InvalidParameterError(
+            f"The 'z' and 'y' parameters of {caller} must have the same shape, or one must broadcast to the "
+            f"other's shape (a scalar, or extra leading axes); got z of shape {zs} and y of shape {ys}."
+        )
 
 
 NAMES = ("hinge", "squared_hinge", "epsilon_insensitive", "squared", "logistic")

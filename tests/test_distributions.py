@@ -802,3 +802,68 @@ def test_public_functions_keep_the_inputs_device(name):
     if name == "KernelPredictor":
         X, y = D.sample_sparse_xor(8, 5, seed=1, xp=strict, device=dev)
         assert isinstance(D.fit_kernel_predictor(X, y).error_rate(X, y), float)
+
+
+# =========================================================================== extreme scales and validation (issue 14)
+def test_quadratic_feature_gram_at_the_edge_of_float64(asxp, tonp):
+    """Degree-4 homogeneity, Q(c·z) = c⁴·Q(z), holds exactly for powers of two c up to the largest representable
+    result, also where (ZZᵀ)² itself overflows: rows with one nonzero entry give exactly 0 (the two terms cancel),
+    and c·[[1, 1], [1, −1]] gives c⁴·[[2, −2], [−2, 2]] with (zᵢᵀzᵢ)² = 4c⁴ beyond the largest float.  A result
+    that is not representable is refused naming z (it used to be NaN)."""
+    rng = np.random.default_rng(30)
+    z = rng.choice([-1.0, 1.0], size=(5, 4))
+    ref = tonp(D.quadratic_feature_gram(asxp(z)))
+    for k in (-250, -100, 100, 250):
+        np.testing.assert_array_equal(tonp(D.quadratic_feature_gram(asxp(z * 2.0 ** k))), ref * 2.0 ** (4 * k))
+    c = 2.0 ** 300
+    one_hot = np.array([[c, 0.0, 0.0], [0.0, -c, 0.0], [-c, 0.0, 0.0], [0.0, 0.0, c]])
+    assert np.all(tonp(D.quadratic_feature_gram(asxp(one_hot))) == 0.0)
+    c = 2.0 ** 255.6  # c⁴ = 2^1022.4: 2c⁴ is finite, 4c⁴ is not
+    assert not np.isfinite(4 * c ** 4) and np.isfinite(2 * c ** 4)
+    got = tonp(D.quadratic_feature_gram(asxp(c * np.array([[1.0, 1.0], [1.0, -1.0]]))))
+    np.testing.assert_allclose(got, 2 * c ** 4 * np.array([[1.0, -1.0], [-1.0, 1.0]]), rtol=1e-15)
+    with pytest.raises(InvalidParameterError, match="'z'.*too large"):
+        D.quadratic_feature_gram(asxp(z * 1e300))
+
+
+def test_kernel_predictor_validates_its_fields_and_inputs(asxp, tonp):
+    """KernelPredictor(x_train, beta) checks both arrays and r_w, r_u like fit_kernel_predictor does; gram,
+    decision_function and error_rate name their own parameters; r_w = 0 or r_u = 0 alone is a valid kernel."""
+    X, y = D.sample_sparse_xor(6, 4, seed=3, xp=None)
+    X, y = tonp(X), tonp(y)
+    beta = np.linspace(-1.0, 1.0, 6)
+    for kw, name in [(dict(x_train=asxp(X[0]), beta=asxp(beta)), "x_train"),
+                     (dict(x_train=asxp(X), beta=asxp(beta[:5])), "beta"),
+                     (dict(x_train=asxp(X), beta=asxp(np.full(6, np.nan))), "beta"),
+                     (dict(x_train=asxp(X), beta=asxp(beta), r_w=-1.0), "r_w"),
+                     (dict(x_train=asxp(X), beta=asxp(beta), r_u=float("inf")), "r_u"),
+                     (dict(x_train=asxp(X), beta="abc"), "beta")]:
+        with pytest.raises(InvalidParameterError, match=f"'{name}'"):
+            D.KernelPredictor(**kw)
+    pred = D.KernelPredictor(x_train=asxp(X), beta=beta.tolist())  # a list becomes an array of x_train's kind
+    np.testing.assert_array_equal(tonp(pred.beta), beta)
+    for bad in (X[:, :3], X[0], np.full((2, 4), np.inf), 1e300 * X):
+        for method in (pred.gram, pred.decision_function):
+            with pytest.raises(InvalidParameterError, match="'x'"):
+                method(asxp(bad))
+    # τ₁ = 0: K = (r_u²/2)(K₁ + K₂), a valid kernel: f is Σβᵢ K(xᵢ, x) with that kernel
+    only_u = D.KernelPredictor(x_train=asxp(X), beta=asxp(beta), r_w=0.0, r_u=2.0)
+    K1, K2 = (tonp(k) for k in wei_k1_k2(asxp(X)))
+    np.testing.assert_allclose(tonp(only_u(asxp(X))), 2.0 * (K1 + K2) @ beta, rtol=1e-13)
+
+
+def test_orbit_bound_and_lemma_b2_refuse_out_of_range_inputs(asxp, tonp):
+    """The orbit bound averages over z: no z is refused (it was NaN); rows whose kernel cannot be squared are
+    refused naming x_train or z (not the kernel's internal x1/x2); hypercube needs k ≥ 1 like sample_hypercube."""
+    X = tonp(D.sample_sparse_xor(6, 5, seed=4)[0])
+    beta, z = np.linspace(-1.0, 1.0, 6), np.ones((2, 3))
+    with pytest.raises(InvalidParameterError, match="'z'.*at least one row"):
+        D.orbit_error_bound(asxp(X), asxp(beta), asxp(z[:0]))
+    assert tuple(D.lemma_b2_functions(asxp(X), asxp(beta), asxp(z[:0])).f_hat.shape) == (0,)
+    for fn in (D.orbit_error_bound, D.lemma_b2_functions):
+        with pytest.raises(InvalidParameterError, match="'x_train'.*norm"):
+            fn(asxp(1e300 * X), asxp(beta), asxp(z))
+        with pytest.raises(InvalidParameterError, match="'z'.*norm"):
+            fn(asxp(X), asxp(beta), asxp(1e300 * z))
+    with pytest.raises(InvalidParameterError, match="'k'"):
+        D.hypercube(0)
