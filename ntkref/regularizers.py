@@ -141,6 +141,39 @@ def _check_values(f, name, caller, n, xp, dtype, ndim=(1, 2), like=None):
     return f
 
 
+def _max_abs(a, xp):
+    return float(xp.max(xp.abs(a))) if a.size else 0.0
+
+
+def _quad(proj, w, xp):
+    """Σ proj²/w (w > 0) through proj/s, s = max|proj|, so that proj² never overflows or underflows when the
+    result is representable: Σ(proj/s)²/w · s · s (quadratic in proj, so the rescaling is exact)."""
+    s = _max_abs(proj, xp)
+    if s == 0.0:
+        return xp.sum(proj * proj / w)
+    q = proj / s
+    return (xp.sum(q * q / w) * s) * s
+
+
+def _sum_sq(r, xp):
+    """Σ r² through r/s, s = max|r| (exact rescaling; finite whenever the sum is)."""
+    s = _max_abs(r, xp)
+    if s == 0.0 or not math.isfinite(s):
+        return xp.sum(r * r)
+    q = r / s
+    return (xp.sum(q * q) * s) * s
+
+
+def _finite(value, caller, what):
+    """Finite or error: a result that is ±inf/NaN for finite valid inputs is out of the dtype's range."""
+    xp = namespace(value)
+    if not bool(xp.all(xp.isfinite(value))):
+        raise FloatingPointError(
+            f"The result of {caller} overflows {value.dtype}: {what}. Rescale the inputs (the exact value is not "
+            f"representable in this dtype).")
+    return value
+
+
 def _as_column(f, xp):
     return (f[:, None], True) if f.ndim == 1 else (f, False)
 
@@ -169,14 +202,20 @@ def rkhs_norm_sq(f_values, K, *, jitter=0.0):
         For f = Σⱼ αⱼK(xⱼ, ·) this equals the dual form αᵀKα (2.1); for any other f it is the squared norm of
         the minimum-norm interpolant of f on X.  Relative accuracy ≈ cond(K)·eps.
     """
-    caller = "rkhs_norm_sq"
+    return _rkhs_norm_sq(f_values, K, jitter, "rkhs_norm_sq", "f_values", "K")
+
+
+def _rkhs_norm_sq(f_values, K, jitter, caller, f_name, K_name, f_desc=None):
+    """f(X)ᵀK⁻¹f(X) with the caller's parameter names in every message (``f_desc``: what f is, if derived)."""
     xp = namespace(f_values, K)
-    K = _check_kernel(K, "K", caller, xp)
-    f = _check_values(f_values, "f_values", caller, K.shape[0], xp, K.dtype, like=K)
+    K = _check_kernel(K, K_name, caller, xp)
+    f = _check_values(f_values, f_name, caller, K.shape[0], xp, K.dtype, like=K)
     K = _with_jitter(K, jitter, caller, xp)
-    w, V = _pd_eigh(K, "K", caller, xp)
+    w, V = _pd_eigh(K, K_name, caller, xp)
     proj = xp.matrix_transpose(V) @ _as_column(f, xp)[0]
-    return xp.sum(proj * proj / w[:, None])
+    return _finite(_quad(proj, w[:, None], xp), caller,
+                   f"{f_desc or repr(f_name)} (max |·| = {_max_abs(f, xp):.3g}) is too large for the inverse of "
+                   f"{K_name!r} (λ_min = {float(xp.min(w)):.3g})")
 
 
 def rkhs_norm_sq_dual(alpha, K):
@@ -188,7 +227,12 @@ def rkhs_norm_sq_dual(alpha, K):
     xp = namespace(alpha, K)
     K = _check_kernel(K, "K", caller, xp)
     a = _as_column(_check_values(alpha, "alpha", caller, K.shape[0], xp, K.dtype, like=K), xp)[0]
-    return xp.sum(a * (K @ a))
+    s = _max_abs(a, xp)
+    if s == 0.0:
+        return xp.sum(a * (K @ a))
+    u = a / s  # αᵀKα = s²·uᵀKu: exact rescaling, so that Kα never overflows when the norm is representable
+    return _finite((xp.sum(u * (K @ u)) * s) * s, caller,
+                   f"'alpha' (max |·| = {s:.3g}) is too large for 'K' (max |·| = {_max_abs(K, xp):.3g})")
 
 
 # --------------------------------------------------------------------------- KRR
@@ -251,13 +295,15 @@ def krr_objective(f_values, Y, K, zeta, *, reduction="mean", jitter=0.0):
         raise InvalidParameterError(f"f_values {tuple(f.shape)} and Y {tuple(Y.shape)} of {caller} must have the same shape.")
     zeta = check_real(zeta, "zeta", caller=caller, low=0.0)
     check_option(reduction, "reduction", ("mean", "sum"), caller=caller)
-    fit = xp.sum((f - Y) ** 2) / (n if reduction == "mean" else 1)
+    fit = _sum_sq(f - Y, xp) / (n if reduction == "mean" else 1)
+    what = f"'f_values' − 'Y' (max |·| = {_max_abs(f - Y, xp):.3g}) is too large"
     K = _with_jitter(K, jitter, caller, xp)
     if zeta == 0.0:  # no penalty: K⁻¹ is not needed, so K may be singular (ridgeless fit (1.17))
-        return fit
+        return _finite(fit, caller, what)
     w, V = _pd_eigh(K, "K", caller, xp)
     proj = xp.matrix_transpose(V) @ _as_column(f, xp)[0]
-    return fit + zeta * xp.sum(proj * proj / w[:, None])
+    return _finite(fit + zeta * _quad(proj, w[:, None], xp), caller,
+                   what + f", or 'f_values' (max |·| = {_max_abs(f, xp):.3g}) for the inverse of 'K'")
 
 
 def krr_norm_bound(Y, zeta, *, reduction="mean"):
@@ -269,9 +315,18 @@ def krr_norm_bound(Y, zeta, *, reduction="mean"):
     caller = "krr_norm_bound"
     Y = check_array(Y, "Y", caller=caller, ndim=(1, 2))
     xp = namespace(Y)
+    if Y.shape[0] == 0:
+        raise InvalidParameterError(f"The 'Y' parameter of {caller} must not be empty (N ≥ 1 targets).")
     zeta = check_real(zeta, "zeta", caller=caller, low=0.0, closed="neither")
     ridge = _ridge(zeta, Y.shape[0], reduction, caller)
-    return float(xp.sum(Y * Y)) / (4.0 * ridge)
+    s = _max_abs(Y, xp)  # ‖Y‖²/(4·ridge) = (s·‖Y/s‖/(2√ridge))², finite whenever the bound is
+    t = s * math.sqrt(float(_sum_sq(Y / s, xp))) / (2.0 * math.sqrt(ridge)) if s > 0 else 0.0
+    bound = t * t
+    if not math.isfinite(bound):
+        raise FloatingPointError(
+            f"The result of {caller} overflows float: 'Y' (max |·| = {s:.3g}) is too large for zeta = {zeta!r}; "
+            f"rescale Y.")
+    return bound
 
 
 # --------------------------------------------------------------------------- Approximation 1
@@ -289,10 +344,17 @@ def _subset_terms(f, K, idx_np, xp, caller):
     K_sub = _subset_kernel(K, idx, xp)
     fc, _ = _as_column(f, xp)
     k = fc.shape[1]
+    scale = _max_abs(fc, xp)  # the terms are quadratic in f: computed for f/scale, times scale² (exact)
+    if scale > 0:
+        fc = fc / scale
     f_sub = xp.reshape(xp.take(fc, xp.reshape(idx, (-1,)), axis=0), (s, b, k))
     w, V = _pd_eigh(K_sub, "K (a sub-batch block)", caller, xp)
     proj = xp.matrix_transpose(V) @ f_sub
-    return xp.sum(xp.sum(proj * proj / w[:, :, None], axis=2), axis=1)
+    terms = xp.sum(xp.sum(proj * proj / w[:, :, None], axis=2), axis=1)
+    if scale > 0:
+        terms = (terms * scale) * scale
+    return _finite(terms, caller, f"'f_values' (max |·| = {scale:.3g}) is too large for the inverse of 'K' "
+                                  f"(sub-batch λ_min = {float(xp.min(w)):.3g})")
 
 
 def sub_batch_term(f_values, K, indices, *, jitter=0.0):
@@ -365,7 +427,7 @@ def sub_batch_rkhs_norm(f_values, K, subset_size, *, n_draws=1, seed=None, scale
     for start in range(0, idx.shape[0], 4096):  # bounded memory for the stacked sub-blocks
         terms.append(_subset_terms(f, K, idx[start : start + 4096], xp, caller))
     mean = xp.mean(xp.concat(terms))
-    return mean * (n / b) if scaled else mean
+    return _finite(mean * (n / b) if scaled else mean, caller, "'f_values' is too large for the inverse of 'K'")
 
 
 def tau_from_zeta(zeta, n, *, noise_std=1.0, subset_size=None):
@@ -436,19 +498,56 @@ def ntk_regularizer(net, params, x_sub, *, tau=1.0, kernel=None, jitter=0.0):
     """
     caller = "ntk_regularizer"
     tau = check_real(tau, "tau", caller=caller, low=0.0)
-    xp = namespace(_first_array(params), x_sub)
+    first = _first_array(params)
+    xp = namespace(first, x_sub)
+    x_sub = check_array(x_sub, "x_sub", caller=caller, xp=xp, like=first, ndim=_input_ndim(net),
+                        dtype=first.dtype if _is_real_array(first, xp) else None)
+    if x_sub.ndim == 0 or x_sub.shape[0] == 0:
+        raise InvalidParameterError(f"The 'x_sub' parameter of {caller} must hold at least one point; got shape "
+                                    f"{tuple(x_sub.shape)}.")
     f = net.apply(params, x_sub)
     b = f.shape[0]
+    if not bool(xp.all(xp.isfinite(f))):
+        raise FloatingPointError(f"{caller}: the network's output on 'x_sub' overflows {f.dtype} (max |x_sub| = "
+                                 f"{_max_abs(x_sub, xp):.3g}); rescale x_sub or params.")
     if kernel is None:
-        Theta = net.empirical_ntk(params, x_sub)
-        Theta = (Theta + xp.matrix_transpose(Theta)) / 2
+        Theta = _empirical_ntk(net, params, x_sub, "x_sub", caller)
+        name = "kernel Θ(x_sub, x_sub) (the empirical NTK)"
     else:
         Theta = _check_kernel(kernel, "kernel", caller, xp, n=b, dtype=f.dtype)
+        name = "kernel"
     Theta = _with_jitter(Theta, jitter, caller, xp)
-    w, V = _pd_eigh(Theta, "kernel (Θ(X_𝓘, X_𝓘))", caller, xp)
+    w, V = _pd_eigh(Theta, name, caller, xp)
     c = V @ ((xp.matrix_transpose(V) @ f) / w)
     value = tau * xp.sum(f * c)
     return value, net.vjp(params, x_sub, (2.0 * tau) * c)
+
+
+def _input_ndim(net):
+    """The number of input dimensions of a built-in net (2: (n, d); 4: images (n, c, h, w)); None if unknown."""
+    from .nets import Antisymmetric, ConvNet, FullyConnected, HomogeneousNet, Linearized, Scaled
+
+    while isinstance(net, (Antisymmetric, Linearized, Scaled)):
+        net = net.net
+    if isinstance(net, (FullyConnected, HomogeneousNet)):
+        return 2
+    return 4 if isinstance(net, ConvNet) else None
+
+
+def _is_real_array(a, xp):
+    from ._backend import is_array
+
+    return is_array(a) and xp.isdtype(a.dtype, "real floating")
+
+
+def _empirical_ntk(net, params, x, x_name, caller):
+    """Θ(x, x) = net.empirical_ntk(params, x), symmetrised; a failure (the NTK out of the dtype's range) names
+    the points the kernel is taken on."""
+    try:
+        Theta = net.empirical_ntk(params, x)
+    except (InvalidParameterError, FloatingPointError) as exc:
+        raise type(exc)(f"{caller}: the tangent kernel Θ on {x_name!r} cannot be computed: {exc}") from exc
+    return (Theta + namespace(Theta).matrix_transpose(Theta)) / 2
 
 
 @dataclass
@@ -488,8 +587,13 @@ def train_regularized(net, params, x, y, *, zeta, lr, steps, kernel=None, subset
     start and the end).
     """
     caller = "train_regularized"
-    xp = namespace(_first_array(params))
-    dtype = _first_array(params).dtype
+    first = _first_array(params)
+    xp = namespace(first)
+    if not _is_real_array(first, xp):
+        raise InvalidParameterError(
+            f"The 'params' parameter of {caller} must hold real floating arrays (as returned by net.init); got "
+            f"{getattr(first, 'dtype', type(first).__name__)}.")
+    dtype = first.dtype
     x = check_array(x, "x", caller=caller, ndim=2, xp=xp, dtype=dtype, like=_first_array(params))
     n = x.shape[0]
     y = _check_values(y, "y", caller, n, xp, dtype, ndim=1, like=x)
@@ -518,11 +622,12 @@ def train_regularized(net, params, x, y, *, zeta, lr, steps, kernel=None, subset
         f_sub = xp.take(f, idx)
         if K_fixed is None:
             x_sub = x if b == n else xp.take(x, idx, axis=0)
-            Theta = net.empirical_ntk(p, x_sub)
-            Theta = _with_jitter((Theta + xp.matrix_transpose(Theta)) / 2, jitter, caller, xp)
+            Theta = _with_jitter(_empirical_ntk(net, p, x_sub, "x", caller), jitter, caller, xp)
+            name = "kernel Θ(x, x) (the empirical NTK)" if b == n else "kernel Θ(x[𝓘], x[𝓘]) (the empirical NTK)"
         else:
             Theta = K_fixed if b == n else _subset_kernel(K_fixed, idx[None, :], xp)[0, ...]
-        w, V = _pd_eigh(Theta, "kernel (Θ(X_𝓘, X_𝓘))", caller, xp)
+            name = "kernel" if b == n else "kernel (a sub-batch block)"
+        w, V = _pd_eigh(Theta, name, caller, xp)
         c = V @ ((xp.matrix_transpose(V) @ f_sub) / w)
         scale = n / b
         pen = scale * xp.sum(f_sub * c)
@@ -546,6 +651,7 @@ def train_regularized(net, params, x, y, *, zeta, lr, steps, kernel=None, subset
     p = params
     for k in range(steps + 1):
         f = net.apply(p, x)
+        _check_progress(f, y, k, caller, xp)
         if zeta > 0:
             pen, cot_reg = penalty_and_cotangent(p, f)
         else:
@@ -564,6 +670,18 @@ def train_regularized(net, params, x, y, *, zeta, lr, steps, kernel=None, subset
         steps=xp.asarray(rec["steps"], device=device_of(x)), objective=stack(rec["objective"]), mse=stack(rec["mse"]),
         penalty=stack(rec["penalty"]), f_train=stack(rec["f_train"]), f_test=stack(rec["f_test"]), params=p,
     )
+
+
+def _check_progress(f, y, k, caller, xp):
+    """Finite or error at every step: the outputs and the squared error stay representable, else say why."""
+    if bool(xp.all(xp.isfinite(f))) and math.isfinite(float(_sum_sq(f - y, xp))):
+        return
+    if k == 0:
+        raise FloatingPointError(
+            f"{caller}: the squared error (f(x) − y)² at the initial parameters overflows {f.dtype} "
+            f"(max |y| = {_max_abs(y, xp):.3g}); rescale 'y' (or 'x'/'params').")
+    raise FloatingPointError(f"{caller}: gradient descent diverged after {k} steps (the outputs or the squared "
+                             f"error overflow); lower 'lr'.")
 
 
 def regularized_gd_linear(features, y, zeta, *, lr, steps, features_test=None, theta0=None):
@@ -589,6 +707,10 @@ def regularized_gd_linear(features, y, zeta, *, lr, steps, features_test=None, t
     lr = check_real(lr, "lr", caller=caller, low=0.0, closed="neither")
     steps = check_int(steps, "steps", caller=caller, low=0)
     Theta = Phi @ xp.matrix_transpose(Phi)
+    if not bool(xp.all(xp.isfinite(Theta))):
+        raise FloatingPointError(
+            f"{caller}: the tangent kernel Θ = ΦΦᵀ of 'features' overflows {Phi.dtype} (max |features| = "
+            f"{_max_abs(Phi, xp):.3g}); rescale the features.")
     w, V = _pd_eigh((Theta + xp.matrix_transpose(Theta)) / 2, "features (Θ = ΦΦᵀ)", caller, xp)
     theta = xp.zeros(P, dtype=Phi.dtype, device=device_of(Phi)) if theta0 is None else \
         _check_values(theta0, "theta0", caller, P, xp, Phi.dtype, ndim=1, like=Phi)
@@ -735,7 +857,8 @@ def flow_gap_bound(K, Theta, Y, zeta, *, printed=False):
     (each eigencomponent of Y − f_Θ(t) lies between ζN/(λ + ζN) and 1 times that of Y, for PSD Θ).
     **Seed error**: the middle line of (2.36) integrates with ‖B‖ where λ_min(B) is needed; that gives
     ‖Θ − K‖‖Y‖/(λ_max(K) + ζN) (``printed=True``), which the flows violate when Θ − K acts along a small
-    eigenvalue of K (tested).  Returns a float.
+    eigenvalue of K (tested).  ζ ≥ 0; ζ = 0 compares the unregularised flows and needs K positive definite
+    (a singular K is refused).  Returns a float (an overflowing bound is a ``FloatingPointError``).
     """
     caller = "flow_gap_bound"
     xp = namespace(K, Theta, Y)
@@ -749,7 +872,14 @@ def flow_gap_bound(K, Theta, Y, zeta, *, printed=False):
     dw, _ = eigh(Th - K, xp)
     pert = float(xp.max(xp.abs(dw)))
     lam = float(xp.max(w)) if printed else float(xp.min(w))
-    return pert * float(xp.sqrt(xp.sum(Y * Y))) / (max(lam, 0.0) + zeta * n)
+    s = _max_abs(Y, xp)  # ‖Y‖ = s·‖Y/s‖: no overflow of Σ Y² when ‖Y‖ is representable
+    y_norm = s * math.sqrt(float(_sum_sq(Y / s, xp))) if s > 0 else 0.0
+    bound = pert * (y_norm / (max(lam, 0.0) + zeta * n))
+    if not math.isfinite(bound):
+        raise FloatingPointError(
+            f"The result of {caller} overflows float: ‖Θ − K‖ = {pert:.3g} times ‖Y‖ = {y_norm:.3g} over "
+            f"λ_min(K) + ζN = {max(lam, 0.0) + zeta * n:.3g}; rescale 'Y' (or 'K' and 'Theta').")
+    return bound
 
 
 def linearized_mse_flow(K, Y, times, *, lr=1.0, f0=None, K_test=None, f0_test=None, reduction="sum"):
@@ -787,6 +917,7 @@ def linearized_prior(f_mu, jac_mu, sigma):
     m = _check_values(f_mu, "f_mu", caller, J.shape[0], xp, J.dtype, ndim=1, like=J)
     sigma = check_real(sigma, "sigma", caller=caller, low=0.0, closed="neither")
     cov = (sigma * sigma) * (J @ xp.matrix_transpose(J))
+    _finite(cov, caller, f"σ²·J Jᵀ with 'jac_mu' (max |·| = {_max_abs(J, xp):.3g}) and sigma = {sigma!r} is too large")
     return m, (cov + xp.matrix_transpose(cov)) / 2
 
 
@@ -796,15 +927,22 @@ def gaussian_logpdf(f, mean, cov, *, jitter=0.0):
     The full density, *including* the log-determinant that the dissertation drops when it writes
     log p̃ = c·fᵀΘ⁻¹f.  C must be positive definite.  Returns a 0-d array.
     """
-    caller = "gaussian_logpdf"
+    return _gaussian_logpdf(f, mean, cov, jitter, "gaussian_logpdf", "cov")
+
+
+def _gaussian_logpdf(f, mean, cov, jitter, caller, cov_name):
     xp = namespace(f, mean, cov)
-    C = _with_jitter(_check_kernel(cov, "cov", caller, xp), jitter, caller, xp)
+    C = _with_jitter(_check_kernel(cov, cov_name, caller, xp), jitter, caller, xp)
     n = C.shape[0]
     f = _check_values(f, "f", caller, n, xp, C.dtype, ndim=1, like=C)
-    m = _check_values(mean, "mean", caller, n, xp, C.dtype, ndim=1, like=C)
-    w, V = _pd_eigh(C, "cov", caller, xp)
-    proj = xp.matrix_transpose(V) @ (f - m)
-    return -0.5 * xp.sum(proj * proj / w) - 0.5 * (n * math.log(2 * math.pi) + xp.sum(xp.log(w)))
+    m = _check_values(mean, "mean", caller, n, xp, C.dtype, ndim=1, like=C) if mean is not None else None
+    w, V = _pd_eigh(C, cov_name, caller, xp)
+    r = f if m is None else f - m
+    proj = xp.matrix_transpose(V) @ r
+    value = -0.5 * _quad(proj, w, xp) - 0.5 * (n * math.log(2 * math.pi) + xp.sum(xp.log(w)))
+    what = "'f'" if m is None else "'f' − 'mean'"
+    return _finite(value, caller, f"{what} (max |·| = {_max_abs(r, xp):.3g}) is too large for the inverse of "
+                                  f"{cov_name!r} (λ_min = {float(xp.min(w)):.3g})")
 
 
 def fs_map_log_prior(f, kernel, sigma, *, include_logdet=True, jitter=0.0):
@@ -825,10 +963,10 @@ def fs_map_log_prior(f, kernel, sigma, *, include_logdet=True, jitter=0.0):
     xp = namespace(f, kernel)
     Th = _check_kernel(kernel, "kernel", caller, xp)
     if not include_logdet:
-        return -rkhs_norm_sq(f, Th, jitter=jitter) / (2 * sigma * sigma)
-    mean = xp.zeros(Th.shape[0], dtype=Th.dtype, device=device_of(Th))
-    return gaussian_logpdf(f, mean, (sigma * sigma) * Th, jitter=(sigma * sigma) * check_real(
-        jitter, "jitter", caller=caller, low=0.0))
+        value = -_rkhs_norm_sq(f, Th, jitter, caller, "f", "kernel") / (2 * sigma * sigma)
+        return _finite(value, caller, f"'f' is too large for the inverse of σ²·'kernel' (sigma = {sigma!r})")
+    return _gaussian_logpdf(f, None, (sigma * sigma) * Th, (sigma * sigma) * check_real(
+        jitter, "jitter", caller=caller, low=0.0), caller, "kernel")
 
 
 def gaussian_marginal(mean, cov, indices):
@@ -857,7 +995,7 @@ def continual_learning_penalty(f_new, f_old, kernel_old, *, jitter=0.0):
     Th = _check_kernel(kernel_old, "kernel_old", caller, xp)
     a = _check_values(f_new, "f_new", caller, Th.shape[0], xp, Th.dtype, ndim=1, like=Th)
     b = _check_values(f_old, "f_old", caller, Th.shape[0], xp, Th.dtype, ndim=1, like=Th)
-    return rkhs_norm_sq(a - b, Th, jitter=jitter)
+    return _rkhs_norm_sq(a - b, Th, jitter, caller, "f_new", "kernel_old", f_desc="'f_new' − 'f_old'")
 
 
 def fs_map_objective(f, y, f_penalty, kernel, tau, *, noise_std=1.0, printed=False, jitter=0.0):
@@ -882,9 +1020,11 @@ def fs_map_objective(f, y, f_penalty, kernel, tau, *, noise_std=1.0, printed=Fal
     y = _check_values(y, "y", caller, f.shape[0], xp, f.dtype, ndim=1, like=f)
     tau = check_real(tau, "tau", caller=caller, low=0.0)
     s = check_real(noise_std, "noise_std", caller=caller, low=0.0, closed="neither")
-    nll = xp.sum((y - f) ** 2) / (2 * s * s) + 0.5 * f.shape[0] * math.log(2 * math.pi * s * s)
-    pen = rkhs_norm_sq(f_penalty, kernel, jitter=jitter)
-    return (-nll if printed else nll) + tau * pen
+    nll = _sum_sq(y - f, xp) / (2 * s * s) + 0.5 * f.shape[0] * math.log(2 * math.pi * s * s)
+    _finite(nll, caller, f"'y' − 'f' (max |·| = {_max_abs(y - f, xp):.3g}) is too large for noise_std = {s!r}")
+    pen = _rkhs_norm_sq(f_penalty, kernel, jitter, caller, "f_penalty", "kernel")
+    return _finite((-nll if printed else nll) + tau * pen, caller,
+                   "the likelihood term plus tau times the penalty of 'f_penalty'")
 
 
 # --------------------------------------------------------------------------- generalisation bounds
@@ -935,6 +1075,7 @@ def ntk_regularized_generalization_bound(n, delta, *, Lam, C1, gram_trace, eps=0
     Λ² ≤ ‖Y‖²/(4ζN) (:func:`krr_norm_bound`).  Returns a float.
     """
     caller = "ntk_regularized_generalization_bound"
+    C1 = check_real(C1, "C1", caller=caller, low=0.0, closed="neither")  # r = C₁ of (1.20): checked by its name here
     eps = check_real(eps, "eps", caller=caller, low=0.0)
     C0 = check_real(C0, "C0", caller=caller, low=0.0)
     kappa = check_real(kappa, "kappa", caller=caller, low=0.0)

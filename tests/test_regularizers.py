@@ -911,6 +911,102 @@ def test_bad_inputs_raise(asxp, xp):
 
 
 # ======================================================================================
+# 7b. Finite or error at extreme scales (issue 14): exact scaling identities, refusals naming the parameter
+# ======================================================================================
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the refused cases overflow on purpose
+def test_quadratic_forms_at_extreme_scales_are_exact_or_refused(asxp, tonp):
+    """The quadratic forms are computed from f/max|f| (an exact rescaling), so a representable result is
+    returned even when f² overflows: with c = 1e300, (cf)ᵀ(cK)⁻¹(cf) = c·fᵀK⁻¹f (≈ 1e300, was inf), the same for
+    sub-batch terms and the continual-learning penalty; log N(cf; cm, cC) = −½c·q − ½(log det 2πC + n log c);
+    ‖cY‖²/(4·cζN) = c·‖Y‖²/(4ζN).  Oracle: numpy.linalg.solve/slogdet on the unscaled problem.  Results that are
+    not representable (f = 1e300 against an O(1) kernel: ~1e600) are a FloatingPointError naming the argument."""
+    rng = np.random.default_rng(41)
+    n, c = 5, 1e300
+    K, f, g, m = spd(n, 41), rng.standard_normal(n), rng.standard_normal(n), rng.standard_normal(n)
+    q = f @ np.linalg.solve(K, f)
+    got = float(tonp(R.rkhs_norm_sq(asxp(c * f), asxp(c * K))))
+    assert math.isfinite(got) and abs(got / c - q) <= 1e-12 * q
+    idx = [3, 0, 4]
+    q_sub = f[idx] @ np.linalg.solve(K[np.ix_(idx, idx)], f[idx])
+    got_sub = float(tonp(R.sub_batch_term(asxp(c * f), asxp(c * K), idx)))
+    assert abs(got_sub / c - q_sub) <= 1e-12 * q_sub
+    d = f - g
+    q_d = d @ np.linalg.solve(K, d)
+    got_d = float(tonp(R.continual_learning_penalty(asxp(c * f), asxp(c * g), asxp(c * K))))
+    assert abs(got_d / c - q_d) <= 1e-12 * q_d
+    r = f - m
+    q_r = r @ np.linalg.solve(K, r)
+    logdet = np.linalg.slogdet(2 * np.pi * K)[1]
+    ref = -0.5 * c * q_r - 0.5 * (logdet + n * math.log(c))
+    got_lp = float(tonp(R.gaussian_logpdf(asxp(c * f), asxp(c * m), asxp(c * K))))
+    assert abs(got_lp - ref) <= 1e-12 * abs(ref)
+    Y, zeta = rng.standard_normal(n), 0.1
+    ref_b = float(Y @ Y) / (4 * zeta * n)
+    assert abs(R.krr_norm_bound(asxp(c * Y), c * zeta) / c - ref_b) <= 1e-12 * ref_b
+    # not representable: refused, naming the argument
+    for call, name in (
+        (lambda: R.rkhs_norm_sq(asxp(c * f), asxp(K)), "f_values"),
+        (lambda: R.rkhs_norm_sq_dual(asxp(c * f), asxp(K)), "alpha"),
+        (lambda: R.krr_objective(asxp(c * f), asxp(g), asxp(K), 0.1), "f_values"),
+        (lambda: R.krr_objective(asxp(f), asxp(c * g), asxp(K), 0.0), "Y"),
+        (lambda: R.gaussian_logpdf(asxp(f), asxp(c * m), asxp(K)), "mean"),
+        (lambda: R.fs_map_log_prior(asxp(c * f), asxp(K), 0.5), "f"),
+        (lambda: R.fs_map_objective(asxp(f), asxp(c * g), asxp(f[:2]), asxp(K[:2, :2]), 0.3), "y"),
+        (lambda: R.fs_map_objective(asxp(f), asxp(g), asxp(c * f[:2]), asxp(K[:2, :2]), 0.3), "f_penalty"),
+        (lambda: R.sub_batch_rkhs_norm(asxp(c * f), asxp(K), 2, n_draws=3, seed=0), "f_values"),
+        (lambda: R.linearized_prior(asxp(f), asxp(c * np.ones((n, 3))), 0.5), "jac_mu"),
+        (lambda: R.krr_norm_bound(asxp(c * Y), 0.1), "Y"),
+    ):
+        with pytest.raises(FloatingPointError, match=f"'{name}'"):
+            call()
+
+
+def test_flow_gap_bound_is_linear_in_y_up_to_extreme_scales(asxp, tonp):
+    """flow_gap_bound is ‖Θ − K‖‖Y‖/(λ_min(K) + ζN), linear in Y: at Y·1e300 it is exactly 1e300 times the bound
+    (‖Y‖ through Y/max|Y|; ΣY² overflowed to inf before).  ζ = 0 (the unregularised flows) is valid with K
+    positive definite and equals the closed form with numpy's eigvalsh/norm."""
+    rng = np.random.default_rng(43)
+    n = 6
+    K = spd(n, 43)
+    E = rng.standard_normal((n, n))
+    Th = K + 0.01 * (E + E.T)
+    Y = rng.standard_normal(n)
+    for zeta in (0.0, 0.1):
+        ref = np.abs(np.linalg.eigvalsh(Th - K)).max() * np.linalg.norm(Y) / (np.linalg.eigvalsh(K).min() + zeta * n)
+        got = R.flow_gap_bound(asxp(K), asxp(Th), asxp(Y), zeta)
+        assert abs(got - ref) <= 1e-10 * ref
+        big = R.flow_gap_bound(asxp(K), asxp(Th), asxp(1e300 * Y), zeta)
+        assert math.isfinite(big) and abs(big / 1e300 - got) <= 1e-13 * got
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_network_regulariser_errors_name_the_users_arguments(asxp, xp):
+    """ntk_regularizer / train_regularized / regularized_gd_linear: a singular empirical NTK, an overflowing
+    squared error or tangent kernel, an empty sub-batch and a wrong C1 are refused under the user's names."""
+    net = FullyConnected(3, 6, depth=1, b_std=0.3)
+    params = net.init(0, xp=xp)
+    rng = np.random.default_rng(44)
+    x, y = rng.standard_normal((4, 3)), rng.standard_normal(4)
+    # points 1e-300 apart from 0: every row has the same features (the bias), Θ(x, x) has rank 1
+    with pytest.raises(InvalidParameterError, match="x_sub.*singular"):
+        R.ntk_regularizer(net, params, asxp(1e-300 * x[:2]))
+    with pytest.raises(InvalidParameterError, match="x_sub"):
+        R.ntk_regularizer(net, params, asxp(x[:0, :]))
+    with pytest.raises(InvalidParameterError, match="x_sub"):
+        R.ntk_regularizer(net, params, asxp(x[None, :2, :]))
+    with pytest.raises(InvalidParameterError, match=r"Θ\(x, x\).*singular"):
+        R.train_regularized(net, params, asxp(1e-300 * x), asxp(y), zeta=0.1, lr=0.1, steps=1)
+    with pytest.raises(FloatingPointError, match="'y'"):
+        R.train_regularized(net, params, asxp(x), asxp(1e300 * y), zeta=0.1, lr=0.1, steps=1)
+    with pytest.raises(FloatingPointError, match="diverged.*'lr'"):
+        R.train_regularized(net, params, asxp(x), asxp(y), zeta=0.0, lr=1e150, steps=5)
+    with pytest.raises(FloatingPointError, match="'features'"):
+        R.regularized_gd_linear(asxp(1e300 * rng.standard_normal((4, 6))), asxp(y), 0.1, lr=0.01, steps=1)
+    with pytest.raises(InvalidParameterError, match="'C1'"):
+        R.ntk_regularized_generalization_bound(4, 0.1, Lam=1.0, C1=-1.0, gram_trace=4.0)
+
+
+# ======================================================================================
 # 8. Statistical (slow): Theorem 2.2.1 by trend on real ReLU nets
 # ======================================================================================
 @pytest.mark.slow
