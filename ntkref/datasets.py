@@ -12,6 +12,7 @@ explicitly with ``xp.asarray(..., device=...)``);
 """
 from __future__ import annotations
 
+import errno
 import gzip
 import math
 import os
@@ -20,7 +21,8 @@ import struct
 import numpy as np
 
 from ._backend import device_of, namespace
-from ._validation import InvalidParameterError
+from ._validation import InvalidParameterError, check_int
+from .data import _MissingFileError
 
 __all__ = ["load_idx", "load_mnist", "binary_digits", "IDXFormatError"]
 
@@ -37,12 +39,14 @@ def load_idx(path):
     Raises
     ------
     FileNotFoundError
-        If ``path`` does not exist.
+        If ``path`` names no file (also an InvalidParameterError naming ``path``).
     IDXFormatError
         Bad magic number, unknown element type, or a size that does not match
         the header.
     """
-    path = os.fspath(path)
+    path = _fspath(path, "path", "load_idx")
+    if not os.path.isfile(path):
+        raise _MissingFileError(errno.ENOENT, "The 'path' parameter of load_idx names no file", path)
     with open(path, "rb") as fh:
         head = fh.read(2)
         fh.seek(0)
@@ -61,6 +65,14 @@ def load_idx(path):
     if len(body) != expected:
         raise IDXFormatError(f"{path}: header says shape {shape} ({expected} bytes of data) but the file has {len(body)}.")
     return np.frombuffer(body, dtype=dtype).reshape(shape).astype(dtype.newbyteorder("="))
+
+
+def _fspath(p, name, caller):
+    try:
+        return os.fspath(p)
+    except TypeError:
+        raise InvalidParameterError(
+            f"The {name!r} parameter of {caller} must be a str or os.PathLike path. Got {p!r} instead.") from None
 
 
 _IMAGE_NAMES = ("images-idx3-ubyte", "train-images-idx3-ubyte", "t10k-images-idx3-ubyte")
@@ -82,14 +94,18 @@ def load_mnist(directory, split=None):
     standard MNIST names ``train-…``/``t10k-…``.
     """
     prefix = {None: "", "train": "train-", "test": "t10k-"}
-    if split not in prefix:
+    if not isinstance(split, (str, type(None))) or split not in prefix:
         raise InvalidParameterError(f"The 'split' parameter of load_mnist must be None, 'train' or 'test'. Got {split!r}.")
+    directory = _fspath(directory, "directory", "load_mnist")
+    if not os.path.isdir(directory):
+        raise _MissingFileError(errno.ENOENT, "The 'directory' parameter of load_mnist names no folder", directory)
     img = _find(directory, prefix[split] + "images-idx3-ubyte")
     lab = _find(directory, prefix[split] + "labels-idx1-ubyte")
     if img is None or lab is None:
-        raise FileNotFoundError(
-            f"no {prefix[split]}images-idx3-ubyte[.gz] / {prefix[split]}labels-idx1-ubyte[.gz] in {directory!r}"
-        )
+        raise _MissingFileError(
+            errno.ENOENT,
+            f"The 'directory' parameter of load_mnist names a folder without {prefix[split]}images-idx3-ubyte[.gz] "
+            f"/ {prefix[split]}labels-idx1-ubyte[.gz]", directory)
     images, labels = load_idx(img), load_idx(lab)
     if images.ndim != 3 or labels.ndim != 1 or images.shape[0] != labels.shape[0]:
         raise IDXFormatError(f"images {images.shape} and labels {labels.shape} do not form an MNIST pair.")
@@ -99,8 +115,14 @@ def load_mnist(directory, split=None):
 def binary_digits(images, labels, negative=0, positive=1):
     """The two-digit task: X (n, 784) float64 in [0, 1] and y ∈ {−1, +1} (``positive`` → +1).
 
-    In the namespace and on the device of ``images``/``labels`` (NumPy in, NumPy out).
+    ``negative`` and ``positive`` are two different digits 0–9.  In the namespace and on the device of
+    ``images``/``labels`` (NumPy in, NumPy out).
     """
+    negative = check_int(negative, "negative", caller="binary_digits", low=0, high=9)
+    positive = check_int(positive, "positive", caller="binary_digits", low=0, high=9)
+    if negative == positive:
+        raise InvalidParameterError(
+            f"The 'negative' and 'positive' parameters of binary_digits must be different digits; both are {negative}.")
     xp = namespace(images, labels)
     images, labels = xp.asarray(images), xp.asarray(labels)
     dev = device_of(labels)

@@ -85,3 +85,36 @@ def test_binary_digits_keeps_the_namespace_and_device():
     # no digit of the pair present: empty, with the feature count kept
     X0, y0 = binary_digits(strict.asarray(imgs, device=dev), strict.asarray(labs, device=dev), negative=5, positive=6)
     assert tuple(X0.shape) == (0, 16) and tuple(y0.shape) == (0,) and array_api_compat.device(X0) == dev
+
+
+def test_missing_paths_name_the_parameter(tmp_path):
+    """A path that names nothing is a FileNotFoundError (as before) that is also an InvalidParameterError whose
+    message names the parameter and carries the path; a non-path is refused naming it."""
+    from ntkref import InvalidParameterError, data
+
+    for call, name in [(lambda: load_idx(tmp_path / "nowhere.idx"), "path"),
+                       (lambda: load_idx(tmp_path), "path"),  # a folder is not a file
+                       (lambda: load_mnist(tmp_path / "nowhere"), "directory"),
+                       (lambda: load_mnist(tmp_path), "directory"),  # a folder without the pair
+                       (lambda: data.path("nowhere.npz"), "name")]:
+        with pytest.raises(FileNotFoundError, match=f"'{name}'") as info:
+            call()
+        assert isinstance(info.value, InvalidParameterError)
+    with pytest.raises(InvalidParameterError, match="'path'"):
+        load_idx(3)
+    assert not list(tmp_path.iterdir())  # nothing created
+
+
+def test_binary_digits_validates_the_digits():
+    """negative/positive are two different digits 0-9; the selection and the ±1 labels follow them."""
+    from ntkref import InvalidParameterError
+
+    imgs = np.arange(4 * 2 * 2, dtype=np.uint8).reshape(4, 2, 2)
+    labels = np.array([3, 7, 1, 7])
+    X, y = binary_digits(imgs, labels, negative=3, positive=7)
+    assert X.shape == (3, 4) and np.array_equal(y, [-1.0, 1.0, 1.0])
+    assert np.array_equal(X * 255, imgs[[0, 1, 3]].reshape(3, 4))
+    for kw, name in [(dict(negative=-1), "negative"), (dict(negative=10), "negative"), (dict(positive=1.0), "positive"),
+                     (dict(positive=float("nan")), "positive"), (dict(negative=1, positive=1), "'negative' and 'positive'")]:
+        with pytest.raises(InvalidParameterError, match=name):
+            binary_digits(imgs, labels, **kw)

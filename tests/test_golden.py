@@ -89,6 +89,23 @@ def test_manifest_structure_and_npz_agree():
         golden.case("no-such-case")
 
 
+def test_unknown_names_are_refused_naming_the_parameter():
+    """Unknown case ids, input sets, outputs and file names: a KeyError (FileNotFoundError for files) that is also
+    an InvalidParameterError naming the parameter and listing the valid names."""
+    from ntkref import InvalidParameterError
+
+    for call, name, kind in [(lambda: golden.case("no-such-case"), "case_id", KeyError),
+                             (lambda: golden.values("no-such-case"), "case_id", KeyError),
+                             (lambda: golden.values("eq63", "nngp"), "output", KeyError),
+                             (lambda: golden.inputs("no-such-set"), "name", KeyError),
+                             (lambda: golden.path("no-such-file.json"), "name", FileNotFoundError)]:
+        with pytest.raises(kind) as info:
+            call()
+        assert isinstance(info.value, InvalidParameterError) and f"'{name}'" in str(info.value)
+    assert "'eq63'" in str(pytest.raises(KeyError, golden.case, "eq64").value)  # the valid ids are listed
+    assert golden.path("golden.npz").is_file() and golden.path().name == "manifest.json"
+
+
 def test_golden_encodes_the_conventions():
     # Θ(x, 0) = 0 without biases (row 3 of "hard" is zero); with biases it is b² terms only
     assert np.all(golden.values("fc-relu-depth2-nobias")[3] == 0)

@@ -17,9 +17,12 @@ C. Cortes and C. J. C. Burges.  See ``README.md`` in this folder.
 """
 from __future__ import annotations
 
+import errno
 from importlib import resources
 
 import numpy as np
+
+from .._validation import InvalidParameterError
 
 __all__ = ["DIGITS01_FILE", "N_DIGITS01", "load_digits01", "path"]
 
@@ -27,9 +30,27 @@ DIGITS01_FILE = "mnist_digits01.npz"
 N_DIGITS01 = 2128
 
 
+class _MissingFileError(FileNotFoundError, InvalidParameterError):
+    """A path parameter that names no file: a FileNotFoundError that is also an InvalidParameterError (its
+    message names the parameter)."""
+
+
+def _package_file(package, name, caller):
+    """A traversable path to the file ``name`` of ``package``'s folder; an error naming 'name' (and listing the
+    files there) if there is none."""
+    if not isinstance(name, str):
+        raise InvalidParameterError(f"The 'name' parameter of {caller} must be a file name (str). Got {name!r} instead.")
+    folder = resources.files(package)
+    p = folder.joinpath(name)
+    if not p.is_file():
+        have = sorted(f.name for f in folder.iterdir() if f.is_file() and not f.name.endswith(".pyc"))
+        raise _MissingFileError(errno.ENOENT, f"The 'name' parameter of {caller} must be one of {have}; got {name!r}")
+    return p
+
+
 def path(name=DIGITS01_FILE):
-    """A traversable path to a data file of this package."""
-    return resources.files(__name__).joinpath(name)
+    """A traversable path to a data file of this package (an error naming ``name`` if there is no such file)."""
+    return _package_file(__name__, name, "ntkref.data.path")
 
 
 def load_digits01(*, return_index=False):

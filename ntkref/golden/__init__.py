@@ -16,14 +16,29 @@ independent high-precision mpmath evaluation of each kernel's defining formula
 from __future__ import annotations
 
 import json
-from importlib import resources
+
+from .._validation import InvalidParameterError
+from ..data import _package_file
 
 __all__ = ["manifest", "cases", "case", "inputs", "values", "path"]
 
 
+class _UnknownNameError(KeyError, InvalidParameterError):
+    """An unknown case, input set or output name: a KeyError that is also an InvalidParameterError."""
+
+    def __str__(self):  # the message, not KeyError's repr of it
+        return str(self.args[0]) if self.args else ""
+
+
+def _unknown(param, caller, got, known):
+    return _UnknownNameError(f"The {param!r} parameter of ntkref.golden.{caller} must be one of "
+                             f"{', '.join(map(repr, known))}. Got {got!r} instead.")
+
+
 def path(name="manifest.json"):
-    """A traversable path to one of the golden files (``manifest.json``, ``golden.npz``, ``README.md``)."""
-    return resources.files(__name__).joinpath(name)
+    """A traversable path to one of the golden files (``manifest.json``, ``golden.npz``, ``README.md``); an error
+    naming ``name`` for any other name."""
+    return _package_file(__name__, name, "ntkref.golden.path")
 
 
 def manifest():
@@ -38,21 +53,28 @@ def cases():
 
 def case(case_id):
     """The case called ``case_id``."""
-    for c in cases():
+    all_cases = cases()
+    for c in all_cases:
         if c["id"] == case_id:
             return c
-    raise KeyError(f"no golden case {case_id!r}; see ntkref.golden.cases()")
+    raise _unknown("case_id", "case", case_id, [c["id"] for c in all_cases])
 
 
 def inputs(name):
     """The input set ``name`` as a float64 NumPy array ((n, d); ``"images"``: (n, C, H, W))."""
     import numpy as np
 
-    return np.array(manifest()["inputs"][name]["values"], dtype=np.float64)
+    sets = manifest()["inputs"]
+    if not isinstance(name, str) or name not in sets:
+        raise _unknown("name", "inputs", name, sorted(sets))
+    return np.array(sets[name]["values"], dtype=np.float64)
 
 
 def values(case_id, output="ntk"):
     """The reference matrix ``output`` (``"ntk"`` or ``"nngp"``) of a case, float64 (n, n)."""
     import numpy as np
 
-    return np.array(case(case_id)["values"][output], dtype=np.float64)
+    outputs = case(case_id)["values"]
+    if not isinstance(output, str) or output not in outputs:
+        raise _unknown("output", "values", output, sorted(outputs))
+    return np.array(outputs[output], dtype=np.float64)
