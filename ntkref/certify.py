@@ -133,6 +133,7 @@ import math
 import numbers
 
 from ._backend import device_of, is_array, namespace
+from . import _dask
 from ._validation import InvalidParameterError, check_array, check_labels, check_memory, check_option, check_real
 
 __all__ = [
@@ -199,13 +200,13 @@ def _eps(dtype, xp):
     return float(xp.finfo(dtype).eps)
 
 
-def _check_points(x_train, x_test, caller):
+def _check_points(x_train, x_test, caller, test_name="x_test"):
     xp = namespace(x_train, x_test)
     x_train = check_array(x_train, "x_train", caller=caller, ndim=2, xp=xp)
-    x_test = check_array(x_test, "x_test", caller=caller, ndim=2, xp=xp)
+    x_test = check_array(x_test, test_name, caller=caller, ndim=2, xp=xp)
     if x_test.shape[1] != x_train.shape[1]:
         raise InvalidParameterError(
-            f"The 'x_test' parameter of {caller} must have as many columns as 'x_train' "
+            f"The {test_name!r} parameter of {caller} must have as many columns as 'x_train' "
             f"({x_train.shape[1]}); got shape {tuple(x_test.shape)}."
         )
     if x_train.shape[1] == 0:
@@ -236,7 +237,7 @@ def _check_radius(radius, like, xp, caller, name="radius"):
     return xp.astype(r, dtype)
 
 
-def _check_domain(domain, x_test, xp, caller):
+def _check_domain(domain, x_test, xp, caller, test_name="x_test"):
     if domain is None:
         return None
     try:
@@ -263,7 +264,7 @@ def _check_domain(domain, x_test, xp, caller):
     if not bool(xp.all(lo <= hi)):
         raise InvalidParameterError(f"The 'domain' parameter of {caller} must satisfy lo <= hi.")
     if x_test.shape[0] and not bool(xp.all((x_test >= lo) & (x_test <= hi))):
-        raise InvalidParameterError(f"The 'x_test' points of {caller} must lie inside 'domain'.")
+        raise InvalidParameterError(f"The {test_name!r} points of {caller} must lie inside 'domain'.")
     return lo, hi
 
 
@@ -276,10 +277,42 @@ def _check_alpha(alpha, like, xp, caller):
 # ---------------------------------------------------------------------------
 # ranges of p = <x, x'> and r = ||x|| over the feasible set
 # ---------------------------------------------------------------------------
+def _pow2_down(x, xp):
+    """The largest power of two ≤ max|x| if that is ≥ 1, else 1 (the inputs' scale; 1 for an empty x)."""
+    if x.size == 0:
+        return 1.0
+    big = float(xp.max(xp.abs(x)))
+    if not big >= 2.0:
+        return 1.0
+    return math.ldexp(1.0, math.frexp(big)[1] - 1)
+
+
+def _finite_out(values, caller, names):
+    """``values`` (a tuple of arrays) if all finite, else an error naming the inputs that are too large."""
+    for v in values:
+        xp = namespace(v)
+        if not bool(xp.all(xp.isfinite(v))):
+            listed = " and ".join(repr(n) for n in names)
+            raise InvalidParameterError(
+                f"{caller}: the bounds overflow {v.dtype} (the NTK is 1-homogeneous in each argument: "
+                f"|Θ(x, x′)| ≤ ‖x‖‖x′‖); the values of {listed} are too large. Rescale them.")
+    return values
+
+
 class _NTKGeometry:
     """Quantities computed once per (x_test, x_train): the matrix product and norms."""
 
     def __init__(self, x_test, x_train, xp, norm, domain, method, exact_domain=False):
+        # Θ(a·x, b·x′) = ab·Θ(x, x′) and the ball {‖x − x₀‖ ≤ δ} ∩ box scales with x₀: the geometry works on
+        # x₀/s₀, x′/s_t (s₀, s_t ≥ 1 powers of two: exact, bit-identical results when no scaling is needed) with
+        # δ/s₀, and the results are scaled back, so that ⟨x₀, x′⟩, ‖x₀‖² do not overflow for large finite inputs
+        self.s0, self.st = _pow2_down(x_test, xp), _pow2_down(x_train, xp)
+        if self.s0 != 1.0:
+            x_test = x_test / self.s0
+            if domain is not None:
+                domain = (domain[0] / self.s0, domain[1] / self.s0)
+        if self.st != 1.0:
+            x_train = x_train / self.st
         self.xp, self.norm, self.domain, self.method = xp, norm, domain, method
         self.exact_domain = exact_domain
         self.x_test, self.x_train = x_test, x_train
@@ -312,6 +345,12 @@ class _NTKGeometry:
 
     def ranges(self, delta, start=0, stop=None):
         """(pL, pU, rL, rU) for the test rows start:stop and their radii ``delta``, widened for rounding."""
+        pL, pU, rL, rU = self._ranges(delta / self.s0, start, stop)
+        s = self.s0 * self.st
+        return pL * s, pU * s, rL * self.s0, rU * self.s0
+
+    def _ranges(self, delta, start=0, stop=None):
+        """:meth:`ranges` of the scaled geometry (``delta`` already divided by s₀)."""
         xp = self.xp
         stop = self.x_test.shape[0] if stop is None else stop
         p0 = self.p0[start:stop, :]
@@ -366,7 +405,7 @@ class _NTKGeometry:
     def theta_bounds(self, delta):
         """(Θᴸ, Θᵁ), shape (n_test, n_train)."""
         xp = self.xp
-        pL, pU, rL, rU = self.ranges(delta)
+        pL, pU, rL, rU = self._ranges(delta / self.s0)
         n2 = self.n2[None, :]
         RL = rL[:, None] * n2
         RU = rU[:, None] * n2
@@ -376,7 +415,8 @@ class _NTKGeometry:
             lo, hi = _paper_phi_bounds(pL, pU, RL, RU, xp)
         scale = 1.0 / (2.0 * math.pi * self.d)
         slack = 32.0 * self.eps * RU
-        return (lo - slack) * scale, (hi + slack) * scale
+        s = self.s0 * self.st
+        return ((lo - slack) * scale) * s, ((hi + slack) * scale) * s
 
     def signed_lower(self, delta, row_sign, alpha):
         """Lower bound of row_sign_k · g(x) over ball k, g = Σᵢ αᵢΘ(·, xᵢ); shape (n_test,).
@@ -395,7 +435,7 @@ class _NTKGeometry:
         out = []
         for start in range(0, n, block):
             stop = min(n, start + block)
-            pL, pU, rL, rU = self.ranges(delta[start:stop], start, stop)
+            pL, pU, rL, rU = self._ranges(delta[start:stop] / self.s0, start, stop)
             RL = rL[:, None] * n2
             RU = rU[:, None] * n2
             want_min = (row_sign[start:stop, None] * sa) > 0
@@ -407,7 +447,7 @@ class _NTKGeometry:
             v = v - 32.0 * self.eps * RU
             total = xp.sum(aa * v, axis=1)
             slack = (m + 2) * self.eps * xp.sum(aa * xp.abs(v), axis=1)
-            out.append((total - slack) * inv)
+            out.append(((total - slack) * inv) * (self.s0 * self.st))
         if not out:
             return xp.zeros((0,), dtype=self.dtype, device=device_of(self.x_test))
         return xp.concat(out) if len(out) != 1 else out[0]
@@ -415,7 +455,7 @@ class _NTKGeometry:
     def theta_center(self):
         """Θ(x₀, xᵢ) (the NTK at the clean points), shape (n_test, n_train)."""
         R = self.x0_norm[:, None] * self.n2[None, :]
-        return _phi(self.p0, R, self.xp) / (2.0 * math.pi * self.d)
+        return (_phi(self.p0, R, self.xp) / (2.0 * math.pi * self.d)) * (self.s0 * self.st)
 
 
 def _phi_box_bounds(pL, pU, RL, RU, xp):
@@ -510,11 +550,11 @@ def _paper_phi_bounds(pL, pU, RL, RU, xp):
     return lo, hi
 
 
-def _prepare(x0, x_train, caller, norm, method, domain, exact_domain=False):
-    xp, x_train, x0 = _check_points(x_train, x0, caller)
+def _prepare(x0, x_train, caller, norm, method, domain, exact_domain=False, test_name="x_test"):
+    xp, x_train, x0 = _check_points(x_train, x0, caller, test_name)
     check_option(norm, "norm", ("linf", "l2"), caller=caller)
     check_option(method, "method", ("tight", "paper"), caller=caller)
-    dom = _check_domain(domain, x0, xp, caller)
+    dom = _check_domain(domain, x0, xp, caller, test_name)
     if dom is not None and method == "paper":
         raise InvalidParameterError(
             f"The 'domain' parameter of {caller} is only supported with method='tight' (App. H.1 has no domain)."
@@ -523,7 +563,7 @@ def _prepare(x0, x_train, caller, norm, method, domain, exact_domain=False):
         raise InvalidParameterError(f"The 'exact_domain' parameter of {caller} must be a bool; got {exact_domain!r}.")
     # the geometry holds about a dozen (n_test, n_train) ranges and temporaries
     check_memory(12 * x0.shape[0] * x_train.shape[0],
-                 f"The ({x0.shape[0]}, {x_train.shape[0]}) test-train ranges of 'x_test'/'x_train'", caller, x_train,
+                 f"The ({x0.shape[0]}, {x_train.shape[0]}) test-train ranges of {test_name!r}/'x_train'", caller, x_train,
                  ways_out="certify fewer test points per call, or use float32")
     return xp, x_train, x0, _NTKGeometry(x0, x_train, xp, norm, dom, method, exact_domain)
 
@@ -573,9 +613,9 @@ def ntk_interval(x0, x_train, radius, *, method="tight", norm="linf", domain=Non
     worse than the rounding of the final sums.
     """
     caller = "ntk_interval"
-    xp, x_train, x0, geo = _prepare(x0, x_train, caller, norm, method, domain, exact_domain)
+    xp, x_train, x0, geo = _prepare(x0, x_train, caller, norm, method, domain, exact_domain, test_name="x0")
     delta = _check_radius(radius, x0, xp, caller)
-    return geo.theta_bounds(delta)
+    return _finite_out(geo.theta_bounds(delta), caller, ("x0", "x_train", "radius"))
 
 
 def dot_norm_ranges(x0, x_train, radius, *, norm="linf", domain=None, exact_domain=False):
@@ -597,9 +637,9 @@ def dot_norm_ranges(x0, x_train, radius, *, norm="linf", domain=None, exact_doma
     r_lower, r_upper : arrays (n_test,)
     """
     caller = "dot_norm_ranges"
-    xp, x_train, x0, geo = _prepare(x0, x_train, caller, norm, "tight", domain, exact_domain)
+    xp, x_train, x0, geo = _prepare(x0, x_train, caller, norm, "tight", domain, exact_domain, test_name="x0")
     delta = _check_radius(radius, x0, xp, caller)
-    return geo.ranges(delta)
+    return _finite_out(geo.ranges(delta), caller, ("x0", "x_train", "radius"))
 
 
 _BLOCK_ELEMENTS = 1 << 15  # row blocks of about 32k pairs keep the elementwise passes in cache
@@ -657,7 +697,8 @@ def output_bounds(alpha, x_train, x_test, radius, *, method="tight", norm="linf"
         zero = xp.zeros((n,), dtype=x_test.dtype, device=device_of(x_test))
         return zero, zero
     ones = xp.ones((n,), dtype=x_test.dtype, device=device_of(x_test))
-    return geo.signed_lower(delta, ones, alpha), -geo.signed_lower(delta, -ones, alpha)
+    return _finite_out((geo.signed_lower(delta, ones, alpha), -geo.signed_lower(delta, -ones, alpha)), caller,
+                       ("alpha", "x_train", "x_test", "radius"))
 
 
 # ---------------------------------------------------------------------------
@@ -864,6 +905,10 @@ def certified_radius(
     open) and one for the final grid snap — a number independent of the
     number of test points; no data is copied to the host.
     """
+    if _dask.is_dask(x_test):  # lazy radii, one task per row chunk of x_test (ntkref._dask)
+        return _dask.certified_radius(alpha, x_train, x_test, y=y, method=method, norm=norm, domain=domain,
+                                      exact_domain=exact_domain, tol=tol, max_radius=max_radius,
+                                      return_info=return_info)
     caller = "certified_radius"
     xp, x_train, x_test = _check_points(x_train, x_test, caller)
     alpha = _check_alpha(alpha, x_train, xp, caller)

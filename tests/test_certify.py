@@ -1016,3 +1016,50 @@ def test_ibp_refuses_a_negative_or_non_finite_W_std(asxp, W_std):
         certify.ibp_radius(None, params, x_test, W_std=W_std)
     with pytest.raises(InvalidParameterError, match="W_std"):
         certify.ibp_bounds(None, params, x_test, x_test, W_std=W_std)
+
+
+# ---------------------------------------------------------------------------
+# extreme scales (issue 14): Θ(a·x, b·x′) = ab·Θ(x, x′), the ball scales with its centre
+# ---------------------------------------------------------------------------
+def test_bounds_at_overflowing_scales_are_the_scaled_bounds(asxp, tonp):
+    """x_train·1e300 or (x_test, δ)·1e300 used to give NaN (⟨x₀, x′⟩, ‖x₀‖² overflowed); the bounds are the
+    unscaled ones times the scale (homogeneity), and still contain Θ at the centres (the NumPy oracle on the
+    unscaled points, times the scale)."""
+    rng = np.random.default_rng(31)
+    X, Xt = rng.uniform(0, 1, size=(6, 3)), rng.uniform(0, 1, size=(4, 3))
+    alpha = np.array([1.0, -0.5, 0.3, 0.7, -0.2, 0.4])
+    lo, hi = (tonp(v) for v in certify.ntk_interval(asxp(Xt), asxp(X), 0.05))
+    centre = theta_np(Xt[:, None, :], X[None, :, :])
+    for s in (1e300, 2.0**996):
+        lo_s, hi_s = (tonp(v) for v in certify.ntk_interval(asxp(Xt), asxp(s * X), 0.05))
+        np.testing.assert_allclose(lo_s, s * lo, rtol=1e-13)
+        np.testing.assert_allclose(hi_s, s * hi, rtol=1e-13)
+        assert np.all(lo_s <= s * centre) and np.all(s * centre <= hi_s)
+        gl, gu = (tonp(v) for v in certify.output_bounds(asxp(alpha), asxp(X), asxp(Xt), 0.05))
+        gl_s, gu_s = (tonp(v) for v in certify.output_bounds(asxp(alpha), asxp(X), asxp(s * Xt), s * 0.05))
+        np.testing.assert_allclose(gl_s, s * gl, rtol=1e-13)
+        np.testing.assert_allclose(gu_s, s * gu, rtol=1e-13)
+    # a power-of-two scale is exact: the same numbers bit for bit
+    s = 2.0**996
+    np.testing.assert_array_equal(tonp(certify.ntk_interval(asxp(s * Xt), asxp(X), s * 0.05)[0]), s * lo)
+    # both arguments at 1e300: |Θ| ~ 1e600 is not a float64; an error naming them
+    with pytest.raises(InvalidParameterError, match="x_train"):
+        certify.ntk_interval(asxp(1e300 * Xt), asxp(1e300 * X), 0.05)
+
+
+def test_certified_radius_on_a_dask_x_test_equals_numpy():
+    """A Dask ``x_test`` (row chunks) gives the lazy radii of ntkref._dask: equal to the NumPy radii."""
+    da = pytest.importorskip("dask.array")
+    import dask
+
+    rng = np.random.default_rng(32)
+    X, Xt = rng.uniform(0, 1, size=(8, 3)), rng.uniform(0, 1, size=(7, 3))
+    alpha = rng.normal(size=8)
+    y = np.where(rng.normal(size=7) > 0, 1.0, -1.0)
+    ref = certify.certified_radius(alpha, X, Xt, y=y, norm="l2", tol=1e-6)
+    lazy = certify.certified_radius(alpha, X, da.from_array(Xt, chunks=(3, 3)), y=y, norm="l2", tol=1e-6)
+    assert isinstance(lazy, da.Array)
+    with dask.config.set(scheduler="synchronous"):
+        got = lazy.compute()
+    np.testing.assert_array_equal(got, ref)
+    assert np.any(ref > 0)  # the comparison is not between two all-zero results
