@@ -56,6 +56,11 @@ Errata in seed 003 (tested in tests/test_adversarial.py)
 Accuracy: attacks are exact arithmetic up to rounding (a few ulp of |x| + ε); the ℓ2 direction is
 computed from the gradient rescaled by its largest entry, so gradients of size 1e-300 or 1e300 still
 give a unit direction.  float32 inputs give float32 results (relative error ~1e-7).
+
+Finite or error: network parameters are checked up front under the argument's name (``params``, ``params0``);
+shapes are checked before any broadcast; a network output or MTK diagonal that overflows the dtype (finite but
+huge inputs or weights, or diverged training) is a ``FloatingPointError`` saying which argument to rescale (or
+to lower ``lr``), never a silent inf/NaN.
 """
 from __future__ import annotations
 

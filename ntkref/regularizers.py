@@ -42,6 +42,11 @@ through the symmetric eigendecomposition (``_compat.eigh``): a matrix that must 
 positive definite, λ_min > 10·N·eps·λ_max, and a singular or indefinite one is an
 :class:`~ntkref.InvalidParameterError` suggesting an explicit ``jitter`` (added as K + jitter·I, never
 silently).  Accuracy: relative errors ≈ cond(K)·eps (float64: eps = 2.2e-16; float32: 1.2e-7).
+
+Finite or error: quadratic forms fᵀK⁻¹f, αᵀKα, sums of squares and ‖Y‖ are computed from f/max|f| and scaled
+back (exact), so every result that is representable is returned (e.g. (cf)ᵀ(cK)⁻¹(cf) = c·fᵀK⁻¹f at c = 1e300);
+a result outside the dtype's range, or a diverged gradient descent, is a ``FloatingPointError`` naming the
+argument to rescale (or ``lr``), never a silent inf/NaN.
 """
 from __future__ import annotations
 
@@ -719,6 +724,10 @@ def regularized_gd_linear(features, y, zeta, *, lr, steps, features_test=None, t
         f = Phi @ theta
         reg = V @ ((xp.matrix_transpose(V) @ f) / w)
         theta = theta - lr * (PhiT @ ((2.0 / n) * (f - y) + (2.0 * zeta) * reg))
+    if not bool(xp.all(xp.isfinite(theta))):  # finite or error: a diverged run is never returned as NaN/inf
+        raise FloatingPointError(
+            f"{caller}: gradient descent diverged (θ overflowed) with lr = {lr!r}; it converges for "
+            f"0 < lr < N/(λ_max(Θ) + ζN) = {n / (float(xp.max(w)) + zeta * n):.6g}. Lower 'lr'.")
     f_test = None
     if features_test is not None:
         Pt = check_array(features_test, "features_test", caller=caller, ndim=2, xp=xp, dtype=Phi.dtype)

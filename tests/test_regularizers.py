@@ -1000,6 +1000,11 @@ def test_network_regulariser_errors_name_the_users_arguments(asxp, xp):
         R.train_regularized(net, params, asxp(x), asxp(1e300 * y), zeta=0.1, lr=0.1, steps=1)
     with pytest.raises(FloatingPointError, match="diverged.*'lr'"):
         R.train_regularized(net, params, asxp(x), asxp(y), zeta=0.0, lr=1e150, steps=5)
+    Phi = rng.standard_normal((4, 6))
+    lr_max = 4 / (np.linalg.eigvalsh(Phi @ Phi.T).max() + 0.1 * 4)  # N/(λ_max(Θ) + ζN)
+    R.regularized_gd_linear(asxp(Phi), asxp(y), 0.1, lr=0.99 * lr_max, steps=3000)  # converges: finite
+    with pytest.raises(FloatingPointError, match="diverged.*'lr'"):
+        R.regularized_gd_linear(asxp(Phi), asxp(y), 0.1, lr=1.5 * lr_max, steps=3000)
     with pytest.raises(FloatingPointError, match="'features'"):
         R.regularized_gd_linear(asxp(1e300 * rng.standard_normal((4, 6))), asxp(y), 0.1, lr=0.01, steps=1)
     with pytest.raises(InvalidParameterError, match="'C1'"):
