@@ -73,6 +73,7 @@ Errata and ambiguities settled here (tests in tests/test_sparsity.py)
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -82,6 +83,7 @@ from . import losses as _losses
 from ._backend import creation_target, device_of, namespace, to_numpy
 from ._compat import erf
 from ._validation import InvalidParameterError, check_array, check_int, check_labels, check_memory, check_option, check_real
+from .nets._common import check_pairs, init_target
 
 __all__ = [
     "AWTSearchResult",
@@ -150,9 +152,8 @@ class LinearModel:
         Drawn on the host and copied to ``xp`` (default: the ``NTKREF_BACKEND`` namespace) on ``device`` (default:
         ``NTKREF_DEVICE`` when ``xp`` is the default namespace, else the namespace's default device)."""
         rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-        xp, device = _target(xp, device)
-        return [(xp.asarray(rng.standard_normal((self.d_in, 1)), dtype=xp.float64 if dtype is None else dtype,
-                            device=device), None)]
+        xp, dtype, device = init_target(xp, dtype, device, "LinearModel.init")
+        return [(xp.asarray(rng.standard_normal((self.d_in, 1)), dtype=dtype, device=device), None)]
 
     @staticmethod
     def from_direction(theta):
@@ -162,12 +163,9 @@ class LinearModel:
         return [(xp.reshape(theta, (-1, 1)), None)]
 
     def _check(self, params, x, name="x"):
-        if len(params) != 1 or params[0][1] is not None:
-            raise InvalidParameterError("LinearModel params must be [(W, None)] with W of shape (d, 1).")
+        _check_params(self, params, "params", "LinearModel")  # [(W, None)], W of shape (d, 1), finite and real
         W = params[0][0]
         xp = namespace(W, x)
-        if tuple(W.shape) != (self.d_in, 1):
-            raise InvalidParameterError(f"LinearModel params[0] weight has shape {tuple(W.shape)}; expected {(self.d_in, 1)}.")
         x = check_array(x, name, caller="LinearModel", ndim=2, xp=xp, dtype=W.dtype)
         if x.shape[1] != self.d_in:
             raise InvalidParameterError(f"{name} has {x.shape[1]} features; the model expects d_in = {self.d_in}.")
@@ -177,8 +175,8 @@ class LinearModel:
         xp, x = self._check(params, x)
         return (x @ params[0][0])[:, 0]
 
-    def features(self, params, x):
-        xp, x = self._check(params, x)
+    def features(self, params, x, *, name="x"):
+        xp, x = self._check(params, x, name)
         return [x], [xp.ones((x.shape[0], 1), dtype=x.dtype, device=device_of(x))], xp
 
     def jacobian(self, params, x):
@@ -224,12 +222,39 @@ def _weights(params):
     return [W for W, _ in params]
 
 
-def _check_mask(params, mask, caller):
+def _check_params(net, params, name, caller):
+    """``params`` (the user's parameter ``name``) as a list of ``(W, b)`` pairs of finite real arrays; with a
+    ``net``, one pair per layer with the net's weight shapes and bias layout.  Every error names ``name``."""
+    n_layers = None if net is None or getattr(net, "fan_in", None) is None else len(net.fan_in)
+    check_pairs(params, caller, n_layers, name=name)
+    if n_layers is None:
+        return params
+    b_std = getattr(net, "b_std", (None,) * n_layers)
+    for ell, ((W, b), fi, fo, bs) in enumerate(zip(params, net.fan_in, net.fan_out, b_std)):
+        if tuple(W.shape) != (fi, fo):
+            raise InvalidParameterError(
+                f"The {name!r} parameter of {caller}: layer {ell} weight has shape {tuple(W.shape)}; the network "
+                f"expects {(fi, fo)}.")
+        if bs is not None and (b is None) != (bs == 0):
+            raise InvalidParameterError(
+                f"The {name!r} parameter of {caller}: layer {ell} bias must be {'None' if bs == 0 else 'present'}.")
+        if b is not None and tuple(b.shape) != (fo,):
+            raise InvalidParameterError(
+                f"The {name!r} parameter of {caller}: layer {ell} bias has shape {tuple(b.shape)}; expected {(fo,)}.")
+    return params
+
+
+def _check_mask(params, mask, caller, params_name="params"):
     if mask is None:
         raise InvalidParameterError(f"The 'mask' parameter of {caller} must be a list of 0/1 arrays. Got None.")
+    if not isinstance(mask, (list, tuple)):
+        raise InvalidParameterError(
+            f"The 'mask' parameter of {caller} must be a list of 0/1 arrays, one per layer (as returned by "
+            f"full_mask). Got {type(mask).__name__} instead.")
     if len(mask) != len(params):
         raise InvalidParameterError(
-            f"The 'mask' parameter of {caller} must have one array per layer ({len(params)}). Got {len(mask)}.")
+            f"The 'mask' parameter of {caller} must have one array per layer of {params_name!r} ({len(params)}). "
+            f"Got {len(mask)}.")
     out = []
     for ell, (M, (W, _)) in enumerate(zip(mask, params)):
         xp = namespace(W)
@@ -244,21 +269,88 @@ def _check_mask(params, mask, caller):
     return out
 
 
+def _quoted(names):
+    return ", ".join(repr(n) for n in names)
+
+
+def _overflow(caller, what, names, dtype="float64"):
+    """The error for a result beyond the dtype's range (finite, valid inputs): names the inputs it grows with."""
+    return FloatingPointError(
+        f"{caller}: {what} overflows {dtype} for these inputs ({_quoted(names)}); rescale them (the result is not "
+        f"representable in this dtype).")
+
+
+def _finite(value, caller, what, names):
+    """``value`` (an array, or a list/tuple of arrays and None) if every entry is finite, else :func:`_overflow`."""
+    for a in (value if isinstance(value, (list, tuple)) else (value,)):
+        if isinstance(a, (list, tuple)):
+            _finite(a, caller, what, names)
+        elif a is not None:
+            xp = namespace(a)
+            if a.size and not bool(xp.all(xp.isfinite(a))):
+                raise _overflow(caller, what, names, "float32" if a.dtype == xp.float32 else "float64")
+    return value
+
+
+def _float_finite(v, caller, what, names):
+    if not math.isfinite(v):
+        raise _overflow(caller, what, names)
+    return v
+
+
+def _norm(v, xp):
+    """‖v‖₂ of a 1-D array without overflow or underflow of the squares: max|v|·‖v/max|v|‖₂ (a 0-d array)."""
+    if v.shape[0] == 0:
+        return xp.linalg.vector_norm(v)
+    vh, scale = _scaled(v, xp)
+    return scale[0] * xp.linalg.vector_norm(vh)
+
+
+@contextmanager
+def _in_range(caller, names):
+    """Inputs are validated before this block: an error the network raises inside it (an overflow of its output or
+    tangent kernel, refused by the net as non-finite) is reported as an overflow naming the user's inputs."""
+    try:
+        yield
+    except (InvalidParameterError, FloatingPointError) as exc:
+        raise _overflow(caller, "an intermediate result", names) from exc
+
+
 def full_mask(params):
     """The all-ones mask (the dense network)."""
+    _check_params(None, params, "params", "full_mask")
     return [namespace(W).ones_like(W) for W, _ in params]
 
 
 def apply_mask(params, mask):
     """Masked parameters m ⊙ w: every weight times its 0/1 mask, biases unchanged."""
+    _check_params(None, params, "params", "apply_mask")
     mask = _check_mask(params, mask, "apply_mask")
+    return [(W * M, b) for (W, b), M in zip(params, mask)]
+
+
+def _apply(params, mask):
+    """apply_mask without checks (masks already checked)."""
     return [(W * M, b) for (W, b), M in zip(params, mask)]
 
 
 def mask_density(mask):
     """Fraction of kept weights Σ m / #weights (a Python float)."""
-    kept = sum(float(namespace(M).sum(M)) for M in mask)
-    total = sum(math.prod(M.shape) for M in mask)
+    caller = "mask_density"
+    if not isinstance(mask, (list, tuple)) or not mask:
+        raise InvalidParameterError(
+            f"The 'mask' parameter of {caller} must be a non-empty list of 0/1 arrays, one per layer. "
+            f"Got {type(mask).__name__} instead.")
+    kept = total = 0
+    for ell, M in enumerate(mask):
+        M = check_array(M, f"mask[{ell}]", caller=caller)
+        xp = namespace(M)
+        if not bool(xp.all((M == 0) | (M == 1))):
+            raise InvalidParameterError(f"The 'mask[{ell}]' parameter of {caller} must contain only 0 and 1.")
+        kept += float(xp.sum(M))
+        total += math.prod(M.shape)
+    if total == 0:
+        raise InvalidParameterError(f"The 'mask' parameter of {caller} holds no weights.")
     return kept / total
 
 
@@ -309,7 +401,7 @@ def magnitude_mask(params, density, *, scope="global"):
     ``scope="global"`` ranks all weights together; ``"layer"`` keeps ⌊density·P_ℓ⌋ in every layer.  Ties are
     broken by the lower flat index (row-major, layer order).  Computed in the weights' namespace (stable sorts).
     """
-    Ws = _weights(params)
+    Ws = _weights(_check_params(None, params, "params", "magnitude_mask"))
     return _topk_masks([namespace(W).abs(W) for W in Ws], [tuple(W.shape) for W in Ws], density, scope,
                        "magnitude_mask", Ws[0])
 
@@ -321,7 +413,7 @@ def random_mask(params, density, seed, *, scope="global"):
     moved to the weights' namespace), reproducible.
     """
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-    Ws = _weights(params)
+    Ws = _weights(_check_params(None, params, "params", "random_mask"))
     xp = namespace(Ws[0])
     scores = [xp.asarray(rng.random(tuple(W.shape)), dtype=W.dtype, device=device_of(W)) for W in Ws]
     return _topk_masks(scores, [tuple(W.shape) for W in Ws], density, scope, "random_mask", Ws[0])
@@ -329,13 +421,15 @@ def random_mask(params, density, seed, *, scope="global"):
 
 def masked_apply(net, params, mask, x):
     """Outputs of the sparse network f_{m⊙w}(x), shape (n,) (seed 003 §3.2.2)."""
-    return net.apply(apply_mask(params, mask), x)
+    _check_params(net, params, "params", "masked_apply")
+    return net.apply(_apply(params, _check_mask(params, mask, "masked_apply")), x)
 
 
 def masked_vjp(net, params, mask, x, cotangent):
     r"""Σᵢ cᵢ ∇_w f_{m⊙w}(xᵢ) = m ⊙ Σᵢ cᵢ ∇f(m⊙w; xᵢ), params-shaped (biases unmasked)."""
+    _check_params(net, params, "params", "masked_vjp")
     mask = _check_mask(params, mask, "masked_vjp")
-    grads = net.vjp(apply_mask(params, mask), x, cotangent)
+    grads = net.vjp(_apply(params, mask), x, cotangent)
     return [(dW * M, db) for (dW, db), M in zip(grads, mask)]
 
 
@@ -351,10 +445,18 @@ def _flat_mask(net, params, mask):
 
 
 def masked_jacobian(net, params, mask, x):
-    r"""J_M(x) = ∇_w f_{m⊙w}(x) = J(m⊙w; x) with pruned columns set to 0, shape (n, P)."""
-    mask = _check_mask(params, mask, "masked_jacobian")
-    J = net.jacobian(apply_mask(params, mask), x)
-    return J * _flat_mask(net, params, mask)[None, :]
+    r"""J_M(x) = ∇_w f_{m⊙w}(x) = J(m⊙w; x) with pruned columns set to 0, shape (n, P) (P = 0 rows: (0, P))."""
+    caller = "masked_jacobian"
+    _check_params(net, params, "params", caller)
+    mask = _check_mask(params, mask, caller)
+    W0 = params[0][0]
+    xp = namespace(W0, x)
+    x = check_array(x, "x", caller=caller, ndim=2, xp=xp, dtype=W0.dtype, like=W0)
+    flat = _flat_mask(net, params, mask)
+    if x.shape[0] == 0:
+        return xp.zeros((0, flat.shape[0]), dtype=W0.dtype, device=device_of(W0))
+    J = net.jacobian(_apply(params, mask), x)
+    return J * flat[None, :]
 
 
 def masked_empirical_ntk(net, params, mask, x1, x2=None, *, method="auto"):
@@ -372,19 +474,27 @@ def masked_empirical_ntk(net, params, mask, x1, x2=None, *, method="auto"):
     ``x2`` given: the mixed tangent kernel Θ^s(X, X̃) of (3.11)/(3.13) (not symmetric).  Exact up to
     rounding (tested against the explicit J_M J_Mᵀ of :func:`masked_jacobian` to 1e-12 relative).
     """
-    method = check_option(method, "method", ("auto", "factored", "jacobian"), caller="masked_empirical_ntk")
-    mask = _check_mask(params, mask, "masked_empirical_ntk")
-    return _masked_ntk(net, params, mask, x1, x2, method)
+    caller = "masked_empirical_ntk"
+    method = check_option(method, "method", ("auto", "factored", "jacobian"), caller=caller)
+    _check_params(net, params, "params", caller)
+    mask = _check_mask(params, mask, caller)
+    W0 = params[0][0]
+    xp = namespace(W0, x1, x2)
+    x1 = check_array(x1, "x1", caller=caller, ndim=2, xp=xp, dtype=W0.dtype, like=W0)
+    if x2 is not None:
+        x2 = check_array(x2, "x2", caller=caller, ndim=2, xp=xp, dtype=W0.dtype, like=W0)
+    out = _masked_ntk(net, params, mask, x1, x2, method)
+    return _finite(out, caller, "the masked tangent kernel", ("x1", "x2", "params"))
 
 
 def _masked_ntk(net, params, mask, x1, x2=None, method="auto"):
     """masked_empirical_ntk without checks; also for a continuous mask m ∈ [0, 1] (Σ m_k J_k J'_k at m⊙w)."""
     p_eff = [(W * M, b) for (W, b), M in zip(params, mask)]
-    h1, d1, xp = net.features(p_eff, x1)
+    h1, d1, xp = net.features(p_eff, x1, name="x1")
     if x2 is None:
         h2, d2 = h1, d1
     else:
-        h2, d2, _ = net.features(p_eff, x2)
+        h2, d2, _ = net.features(p_eff, x2, name="x2")
     n1, n2 = h1[0].shape[0], h2[0].shape[0]
     # the factored route holds an (n1, fan_in, n2) array per layer, the Jacobian route (n, fan_in·fan_out) ones
     biggest = max(min(n1 * M.shape[0] * max(M.shape[1], n2), (n1 + n2) * M.shape[0] * M.shape[1]) for M in mask)
@@ -495,10 +605,11 @@ def _squared_loss_input_grad(net, params):
     return grad
 
 
-def _attack_fn(attack, eps, norm, steps, step_size, domain, caller, loss=None):
+def _attack_fn(attack, eps, norm, steps, step_size, domain, caller, loss=None, names=("x", "y", "params0")):
     """A callable (net, params, x, y) -> x̃ for the AWT objective; ε = 0 gives x (NTT).
 
-    The attacks ascend ½(f − y)² (Ch. 3) unless ``loss`` (an object with ``derivative``) is given."""
+    The attacks ascend ½(f − y)² (Ch. 3) unless ``loss`` (an object with ``derivative``) is given.  A loss
+    gradient beyond the dtype's range (an output that overflows) is an error naming ``names``."""
     eps = check_real(eps, "eps", caller=caller, low=0.0)
     norm = check_option(norm, "norm", NORMS, caller=caller)
     if callable(attack):
@@ -512,7 +623,11 @@ def _attack_fn(attack, eps, norm, steps, step_size, domain, caller, loss=None):
     def run(net, params, x, y):
         if eps == 0:
             return x
-        g = _squared_loss_input_grad(net, params) if loss is None else _adv.loss_input_gradient(net, params, loss)
+        g0 = _squared_loss_input_grad(net, params) if loss is None else _adv.loss_input_gradient(net, params, loss)
+
+        def g(x_adv, y_):
+            return _finite(g0(x_adv, y_), caller, "the attack's loss gradient ∇ₓℓ(f(x̃), y)", names)
+
         if attack == "fgsm":
             return _adv.fgsm(g, x, y, eps=eps, norm=norm, domain=domain)
         return _adv.pgd(g, x, y, eps=eps, step_size=step_size, steps=steps, norm=norm, domain=domain)
@@ -540,28 +655,59 @@ def awt_distances(net, params0, mask, x, x_adv, x_adv_sparse, *, gamma=1.0, stud
     """
     caller = "awt_distances"
     gamma = check_real(gamma, "gamma", caller=caller, low=0.0)
-    student = params0 if student is None else student
-    mask = _check_mask(student, mask, caller)
-    xp = namespace(params0[0][0], x)
-    x = check_array(x, "x", caller=caller, ndim=2, xp=xp, dtype=params0[0][0].dtype)
+    params0, student, mask = _check_awt_params(net, params0, student, mask, caller)
+    x, x_adv, x_adv_sparse = _check_points(params0, x, x_adv, x_adv_sparse, caller)
+    names = ("x", "x_adv", "x_adv_sparse", "params0") + (() if student is params0 else ("student",))
+    return _distances(net, params0, student, mask, x, x_adv, x_adv_sparse, gamma, caller, names)
+
+
+def _check_awt_params(net, params0, student, mask, caller):
+    """Checked (params0, student, mask): ``student`` defaults to ``params0``; the mask is checked against it."""
+    _check_params(net, params0, "params0", caller)
+    if student is None:
+        student = params0
+    else:
+        _check_params(net, student, "student", caller)
+    return params0, student, _check_mask(student, mask, caller, "params0" if student is params0 else "student")
+
+
+def _check_points(params0, x, x_adv, x_adv_sparse, caller):
+    """x (N, d) with N ≥ 1 and the attacked points x̃₀, x̃ˢ of the same shape, in the parameters' namespace."""
+    W0 = params0[0][0]
+    xp = namespace(W0, x, x_adv, x_adv_sparse)
+    x = check_array(x, "x", caller=caller, ndim=2, xp=xp, dtype=W0.dtype, like=W0)
+    if x.shape[0] == 0:
+        raise InvalidParameterError(f"The 'x' parameter of {caller} must have at least one row.")
+    x_adv = check_array(x_adv, "x_adv", caller=caller, xp=xp, shape=tuple(x.shape), dtype=x.dtype, like=x)
+    x_adv_sparse = check_array(x_adv_sparse, "x_adv_sparse", caller=caller, xp=xp, shape=tuple(x.shape), dtype=x.dtype,
+                               like=x)
+    return x, x_adv, x_adv_sparse
+
+
+def _distances(net, params0, student, mask, x, x_adv, x_adv_sparse, gamma, caller, names):
+    """awt_distances on checked inputs; a term beyond the dtype's range is an error naming ``names``."""
+    xp = namespace(x)
     n = x.shape[0]
-    x_adv = check_array(x_adv, "x_adv", caller=caller, xp=xp, shape=tuple(x.shape), dtype=x.dtype)
-    x_adv_sparse = check_array(x_adv_sparse, "x_adv_sparse", caller=caller, xp=xp, shape=tuple(x.shape), dtype=x.dtype)
-    target = _target_distance(net, params0, student, mask, x_adv, x_adv_sparse, xp)
-    E = _kernel_residual(net, params0, student, mask, x, x_adv, x_adv_sparse, xp)
-    tgt = float(xp.sum(target ** 2)) / n
-    ker = gamma ** 2 * float(xp.sum(E ** 2)) / n ** 2
-    return AWTValue(total=tgt + ker, target=tgt, kernel=ker, x_adv=x_adv, x_adv_sparse=x_adv_sparse)
+    target = _target_distance(net, params0, student, mask, x_adv, x_adv_sparse, xp, caller, names)
+    E = _kernel_residual(net, params0, student, mask, x, x_adv, x_adv_sparse, xp, caller, names)
+    tgt = _float_finite(float(xp.sum(target ** 2)) / n, caller, "the target distance", names)
+    ker = _float_finite(gamma ** 2 * float(xp.sum(E ** 2)) / n ** 2, caller, "the kernel distance", names)
+    return AWTValue(total=_float_finite(tgt + ker, caller, "the AWT objective", names), target=tgt, kernel=ker,
+                    x_adv=x_adv, x_adv_sparse=x_adv_sparse)
 
 
-def _target_distance(net, params0, student, mask, x_adv, x_adv_sparse, xp):
-    """f^s(X̃ˢ) − f₀(X̃₀) (the residual of the target distance)."""
-    return masked_apply(net, student, mask, x_adv_sparse) - net.apply(params0, x_adv)
+def _target_distance(net, params0, student, mask, x_adv, x_adv_sparse, xp, caller, names):
+    """f^s(X̃ˢ) − f₀(X̃₀) (the residual of the target distance), inputs checked."""
+    with _in_range(caller, names):
+        r = net.apply(_apply(student, mask), x_adv_sparse) - net.apply(params0, x_adv)
+    return _finite(r, caller, "the network output", names)
 
 
-def _kernel_residual(net, params0, student, mask, x, x_adv, x_adv_sparse, xp):
-    """E = Θ₀(X, X̃₀) − Θ^s(X, X̃ˢ)."""
-    return net.empirical_ntk(params0, x, x_adv) - masked_empirical_ntk(net, student, mask, x, x_adv_sparse)
+def _kernel_residual(net, params0, student, mask, x, x_adv, x_adv_sparse, xp, caller, names):
+    """E = Θ₀(X, X̃₀) − Θ^s(X, X̃ˢ), inputs checked."""
+    with _in_range(caller, names):
+        E = net.empirical_ntk(params0, x, x_adv) - _masked_ntk(net, student, mask, x, x_adv_sparse)
+    return _finite(E, caller, "the tangent kernel residual Θ₀ − Θˢ", names)
 
 
 def awt_objective(net, params0, mask, x, y, *, eps=0.0, gamma=1.0, norm="l2", attack="pgd", attack_steps=10,
@@ -594,13 +740,14 @@ def awt_objective(net, params0, mask, x, y, *, eps=0.0, gamma=1.0, norm="l2", at
         With ``mask`` all ones, ``student`` = θ₀ and a deterministic attack the value is exactly 0.
     """
     caller = "awt_objective"
+    params0, student, mask = _check_awt_params(net, params0, student, mask, caller)
     xp, x, y = _data(net, params0, x, y, caller)
-    run = _attack_fn(attack, eps, norm, attack_steps, step_size, domain, caller)
-    student = params0 if student is None else student
-    mask = _check_mask(student, mask, caller)
+    names = ("x", "y", "params0") + (() if student is params0 else ("student",))
+    run = _attack_fn(attack, eps, norm, attack_steps, step_size, domain, caller, names=names)
+    gamma = check_real(gamma, "gamma", caller=caller, low=0.0)
     x_adv = run(net, params0, x, y)
-    x_adv_s = run(net, apply_mask(student, mask), x, y)
-    return awt_distances(net, params0, mask, x, x_adv, x_adv_s, gamma=gamma, student=student)
+    x_adv_s = run(net, _apply(student, mask), x, y)
+    return _distances(net, params0, student, mask, x, x_adv, x_adv_s, gamma, caller, names)
 
 
 def awt_objective_general(net, params0, mask, x, y, loss, *, eps=0.0, norm="l2", attack="pgd", attack_steps=10,
@@ -619,18 +766,21 @@ def awt_objective_general(net, params0, mask, x, y, loss, *, eps=0.0, norm="l2",
     first term, ``kernel`` = the second).  Exact up to rounding.
     """
     caller = "awt_objective_general"
+    params0, _, mask = _check_awt_params(net, params0, None, mask, caller)
     xp, x, y = _data(net, params0, x, y, caller)
     loss_obj = loss if callable(getattr(loss, "derivative", None)) else _losses.get(loss)
-    run = _attack_fn(attack, eps, norm, attack_steps, step_size, domain, caller, loss=loss_obj)
-    mask = _check_mask(params0, mask, caller)
+    names = ("x", "y", "params0")
+    run = _attack_fn(attack, eps, norm, attack_steps, step_size, domain, caller, loss=loss_obj, names=names)
     n = x.shape[0]
     x_adv = run(net, params0, x, y)
-    sparse = apply_mask(params0, mask)
+    sparse = _apply(params0, mask)
     x_adv_s = run(net, sparse, x, y)
-    force = loss_obj.derivative(net.apply(params0, x_adv), y) - loss_obj.derivative(net.apply(sparse, x_adv_s), y)
-    E = _kernel_residual(net, params0, params0, mask, x, x_adv, x_adv_s, xp)
-    tgt = float(xp.linalg.vector_norm(force)) / n
-    ker = float(xp.linalg.vector_norm(xp.reshape(E, (-1,)))) / n ** 2
+    with _in_range(caller, names):
+        force = loss_obj.derivative(net.apply(params0, x_adv), y) - loss_obj.derivative(net.apply(sparse, x_adv_s), y)
+    force = _finite(force, caller, "the loss derivative", names)
+    E = _kernel_residual(net, params0, params0, mask, x, x_adv, x_adv_s, xp, caller, names)
+    tgt = _float_finite(float(_norm(force, xp)) / n, caller, "the target term", names)
+    ker = _float_finite(float(_norm(xp.reshape(E, (-1,)), xp)) / n ** 2, caller, "the kernel term", names)
     return AWTValue(total=tgt + ker, target=tgt, kernel=ker, x_adv=x_adv, x_adv_sparse=x_adv_s)
 
 
@@ -692,16 +842,20 @@ def awt_gradient(net, params0, student, mask, x, x_adv, x_adv_sparse, *, gamma=1
     """
     caller = "awt_gradient"
     gamma = check_real(gamma, "gamma", caller=caller, low=0.0)
-    mask = _check_mask(student, mask, caller)
-    xp = namespace(params0[0][0], x)
-    x = check_array(x, "x", caller=caller, ndim=2, xp=xp, dtype=params0[0][0].dtype)
+    if student is None:
+        raise InvalidParameterError(f"The 'student' parameter of {caller} must be a parameter list like 'params0'.")
+    params0, student, mask = _check_awt_params(net, params0, student, mask, caller)
+    x, x_adv, x_adv_sparse = _check_points(params0, x, x_adv, x_adv_sparse, caller)
+    names = ("x", "x_adv", "x_adv_sparse", "params0", "student")
+    xp = namespace(x)
     n = x.shape[0]
-    p_eff = apply_mask(student, mask)
-    r = _target_distance(net, params0, student, mask, x_adv, x_adv_sparse, xp)
-    g_target = net.vjp(p_eff, x_adv_sparse, (2.0 / n) * r)
+    p_eff = _apply(student, mask)
+    r = _target_distance(net, params0, student, mask, x_adv, x_adv_sparse, xp, caller, names)
+    with _in_range(caller, names):
+        g_target = net.vjp(p_eff, x_adv_sparse, (2.0 / n) * r)
     grads = [[dW, db] for dW, db in g_target]
     if gamma > 0 and net.depth > 0:  # a linear model's Jacobian does not depend on w: no kernel-term gradient
-        E = _kernel_residual(net, params0, student, mask, x, x_adv, x_adv_sparse, xp)
+        E = _kernel_residual(net, params0, student, mask, x, x_adv, x_adv_sparse, xp, caller, names)
         coef = -2.0 * gamma ** 2 / n ** 2
         U = _weighted_grads(net, p_eff, mask, x_adv_sparse, E)                       # directions for H(x_a)
         Ut = _weighted_grads(net, p_eff, mask, x, xp.matrix_transpose(E))           # directions for H(x̃_b)
@@ -711,7 +865,7 @@ def awt_gradient(net, params0, student, mask, x, x_adv, x_adv_sparse, *, gamma=1
             grads[ell][0] = grads[ell][0] + coef * (h1[ell][0] + h2[ell][0])
             if grads[ell][1] is not None:
                 grads[ell][1] = grads[ell][1] + coef * (h1[ell][1] + h2[ell][1])
-    return [(dW * M, db) for (dW, db), M in zip(grads, mask)]
+    return _finite([(dW * M, db) for (dW, db), M in zip(grads, mask)], caller, "the gradient", names)
 
 
 def linear_awt_objective(theta0, mask, x, y, *, eps, gamma=1.0, student=None):
@@ -747,9 +901,11 @@ def linear_awt_objective(theta0, mask, x, y, *, eps, gamma=1.0, student=None):
     theta_s = m * w
     n = x.shape[0]
 
+    names = ("theta0", "x", "y") + (() if student is None else ("student",))
+
     def attacked(theta):
         z = x @ theta
-        nrm = float(xp.linalg.vector_norm(theta))
+        nrm = float(_norm(theta, xp))  # scaled: ‖θ‖ of a θ with |θᵢ| ~ 1e200 is finite
         s = xp.sign(z - y)
         return z + eps * s * nrm, s, (eps / nrm if nrm > 0 else 0.0)
 
@@ -757,9 +913,11 @@ def linear_awt_objective(theta0, mask, x, y, *, eps, gamma=1.0, student=None):
     fs, ss, cs = attacked(theta_s)
     K0 = x @ xp.matrix_transpose(x) + c0 * (x @ theta0)[:, None] * s0[None, :]
     Ks = (x * m[None, :]) @ xp.matrix_transpose(x) + cs * (x @ theta_s)[:, None] * ss[None, :]
-    tgt = float(xp.sum((f0 - fs) ** 2)) / n
-    ker = gamma ** 2 * float(xp.sum((K0 - Ks) ** 2)) / n ** 2
-    return AWTValue(total=tgt + ker, target=tgt, kernel=ker)
+    _finite([f0, fs], caller, "the attacked outputs θ·x̃", names)
+    _finite([K0, Ks], caller, "the tangent kernels Θ(X, X̃)", names)
+    tgt = _float_finite(float(xp.sum((f0 - fs) ** 2)) / n, caller, "the target distance", names)
+    ker = _float_finite(gamma ** 2 * float(xp.sum((K0 - Ks) ** 2)) / n ** 2, caller, "the kernel distance", names)
+    return AWTValue(total=_float_finite(tgt + ker, caller, "the AWT objective", names), target=tgt, kernel=ker)
 
 
 # ==================================================================================================
@@ -865,8 +1023,10 @@ def awt_search(net, params0, x, y, density, *, method="relaxed", eps=0.0, gamma=
     """
     caller = "awt_search"
     method = check_option(method, "method", ("relaxed", "algorithm2"), caller=caller)
+    _check_params(net, params0, "params0", caller)
     xp, x, y = _data(net, params0, x, y, caller)
-    run = _attack_fn(attack, eps, norm, attack_steps, step_size, domain, caller)
+    names = ("x", "y", "params0")
+    run = _attack_fn(attack, eps, norm, attack_steps, step_size, domain, caller, names=names)
     gamma = check_real(gamma, "gamma", caller=caller, low=0.0)
     lr = (0.1 if method == "relaxed" else 1e-2) if lr is None else lr
     lr = check_real(lr, "lr", caller=caller, low=0.0, closed="neither")
@@ -885,8 +1045,8 @@ def awt_search(net, params0, x, y, density, *, method="relaxed", eps=0.0, gamma=
     x_adv0 = run(net, params0, x, y)
 
     def score(mask):
-        x_adv_s = run(net, apply_mask(params0, mask), x, y)
-        return awt_distances(net, params0, mask, x, x_adv0, x_adv_s, gamma=gamma)
+        x_adv_s = run(net, _apply(params0, mask), x, y)
+        return _distances(net, params0, params0, mask, x, x_adv0, x_adv_s, gamma, caller, names)
 
     def batch():
         if batch_size is None:
@@ -916,8 +1076,8 @@ def awt_search(net, params0, x, y, density, *, method="relaxed", eps=0.0, gamma=
     for t in range(1, steps + 1):
         xs, ys, xa0 = batch()
         if method == "algorithm2":
-            xas = run(net, apply_mask(w, mask), xs, ys)
-            val = awt_distances(net, params0, mask, xs, xa0, xas, gamma=gamma, student=w)
+            xas = run(net, _apply(w, mask), xs, ys)
+            val = _distances(net, params0, w, mask, xs, xa0, xas, gamma, caller, names + ("lr",))
             history.append((val.total, val.target, val.kernel))
             g = awt_gradient(net, params0, w, mask, xs, xa0, xas, gamma=gamma)
             w = [(W - lr * dW - beta * M * W, (b - lr * db) if b is not None else None)
@@ -925,9 +1085,10 @@ def awt_search(net, params0, x, y, density, *, method="relaxed", eps=0.0, gamma=
         else:
             m = split(m_flat)
             xas = run(net, [(W * M, b) for (W, b), M in zip(params0, m)], xs, ys)
-            terms, g = _relaxed_gradient(net, params0, m, xs, xa0, xas, gamma, xp)
-            history.append(terms)
-            g_flat = xp.concat([xp.reshape(gi, (-1,)) for gi in g])
+            with _in_range(caller, names):
+                terms, g = _relaxed_gradient(net, params0, m, xs, xa0, xas, gamma, xp)
+            history.append(tuple(_float_finite(v, caller, "the relaxed objective", names) for v in terms))
+            g_flat = _finite(xp.concat([xp.reshape(gi, (-1,)) for gi in g]), caller, "the mask gradient", names)
             gmax = xp.max(xp.abs(g_flat))
             if float(gmax) > 0:
                 m_flat = _project_capped_simplex(m_flat - lr * g_flat / gmax, k, xp)
@@ -957,6 +1118,7 @@ def masked_adversarial_training(net, params0, mask, x, y, loss="squared", *, eps
     ``record_every`` > 0, a list of (step, mean training loss at X̃_t).
     """
     caller = "masked_adversarial_training"
+    _check_params(net, params0, "params0", caller)
     xp, x, y = _data(net, params0, x, y, caller)
     loss_obj = loss if hasattr(loss, "derivative") else _losses.get(loss)
     eps = check_real(eps, "eps", caller=caller, low=0.0)
@@ -965,25 +1127,38 @@ def masked_adversarial_training(net, params0, mask, x, y, loss="squared", *, eps
     norm = check_option(norm, "norm", NORMS, caller=caller)
     attack_steps = check_int(attack_steps, "attack_steps", caller=caller, low=1)
     record_every = check_int(record_every, "record_every", caller=caller, low=0)
-    mask = full_mask(params0) if mask is None else _check_mask(params0, mask, caller)
+    mask = full_mask(params0) if mask is None else _check_mask(params0, mask, caller, "params0")
     n = x.shape[0]
     if step_size is None:
         step_size = 2.5 * eps / attack_steps if eps > 0 else 1.0
     step_size = check_real(step_size, "step_size", caller=caller, low=0.0, closed="neither")
     params = [(W, b) for W, b in params0]
     record = []
+    names = ("x", "y", "params0")
     for t in range(steps):
-        p_eff = apply_mask(params, mask)
+        p_eff = _apply(params, mask)
         if eps > 0:
-            g_in = _adv.loss_input_gradient(net, p_eff, loss_obj)
+            g_ad = _adv.loss_input_gradient(net, p_eff, loss_obj)
+
+            def g_in(x_adv, y_, g_ad=g_ad, t=t):
+                return _finite(g_ad(x_adv, y_), caller, f"the attack's loss gradient at step {t}",
+                               names if t == 0 else names + ("lr",))
+
             xa = _adv.pgd(g_in, x, y, eps=eps, step_size=step_size, steps=attack_steps, norm=norm, domain=domain)
         else:
             xa = x
-        z = net.apply(p_eff, xa)
+        z = _finite(net.apply(p_eff, xa), caller, f"the network output at step {t}", names if t == 0 else names + ("lr",))
         if record_every and t % record_every == 0:
-            record.append((t, float(xp.mean(loss_obj.value(z, y)))))
-        grads = masked_vjp(net, params, mask, xa, loss_obj.derivative(z, y) / n)
+            record.append((t, _float_finite(float(xp.mean(loss_obj.value(z, y))), caller,
+                                            f"the training loss at step {t}", names if t == 0 else names + ("lr",))))
+        grads = [(dW * M, db) for (dW, db), M in zip(net.vjp(p_eff, xa, loss_obj.derivative(z, y) / n), mask)]
         params = [(W - lr * dW, (b - lr * db) if b is not None else None) for (W, b), (dW, db) in zip(params, grads)]
+        if not all(bool(xp.all(xp.isfinite(v))) for pair in params for v in pair if v is not None):
+            if t == 0:
+                raise _overflow(caller, "the first gradient step", names + ("lr",))
+            raise FloatingPointError(
+                f"{caller}: training diverged after {t + 1} steps (the parameters overflowed to inf/NaN); lower 'lr' "
+                f"(or rescale 'x' and 'params0').")
     return (params, record) if record_every else params
 
 
@@ -991,7 +1166,19 @@ def masked_adversarial_training(net, params0, mask, x, y, loss="squared", *, eps
 # the Gaussian-mixture toy example (§3.2.3, (3.15), Table 3.1)
 # ==================================================================================================
 def normal_cdf(z):
-    """Φ(z) = ½(1 + erf(z/√2)) elementwise (absolute accuracy ~1e-16 in float64)."""
+    """Φ(z) = ½(1 + erf(z/√2)) elementwise (absolute accuracy ~1e-16 in float64).
+
+    ``z`` is any real array (integers and booleans become float64; lists become arrays on the default device);
+    ±inf are valid and give the limits Φ(−∞) = 0, Φ(+∞) = 1; NaN is refused."""
+    z = check_array(z, "z", caller="normal_cdf", finite=False)
+    xp = namespace(z)
+    if z.size and bool(xp.any(xp.isnan(z))):
+        raise InvalidParameterError("The 'z' parameter of normal_cdf contains NaN values.")
+    return _normal_cdf(z)
+
+
+def _normal_cdf(z):
+    """normal_cdf without checks (for the functions of this module)."""
     xp = namespace(z)
     return 0.5 * (1.0 + erf(z / math.sqrt(2.0), xp))
 
@@ -1010,8 +1197,7 @@ def gaussian_mixture(n, d=100, *, mu_norm=3.0, sigma=1.0, seed=None, xp=None, dt
     mu_norm = check_real(mu_norm, "mu_norm", caller=caller, low=0.0)
     sigma = check_real(sigma, "sigma", caller=caller, low=0.0, closed="neither")
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-    xp, device = _target(xp, device)
-    dtype = xp.float64 if dtype is None else dtype
+    xp, dtype, device = init_target(xp, dtype, device, caller)
     y = np.where(rng.random(n) < 0.5, -1.0, 1.0)
     mu = np.zeros(d)
     mu[0] = mu_norm
@@ -1051,7 +1237,7 @@ def linear_gmm_accuracy(theta, mu, sigma=1.0):
     """
     xp, th, mh, nrm, mscale = _theta_mu(theta, mu, "linear_gmm_accuracy")
     sigma = check_real(sigma, "sigma", caller="linear_gmm_accuracy", low=0.0, closed="neither")
-    return normal_cdf(((th @ mh) / nrm) * (mscale / sigma))
+    return _normal_cdf(((th @ mh) / nrm) * (mscale / sigma))
 
 
 def linear_gmm_adversarial_accuracy(theta, mu, sigma=1.0, eps=2.0, *, norm="l2", include_pm=True):
@@ -1074,8 +1260,8 @@ def linear_gmm_adversarial_accuracy(theta, mu, sigma=1.0, eps=2.0, *, norm="l2",
     norm = check_option(norm, "norm", NORMS, caller=caller)
     a = ((th @ mh) / nrm) * (mscale / sigma)
     dual = nrm if norm == "l2" else xp.sum(xp.abs(th), axis=-1)
-    robust = normal_cdf(a - (dual / nrm) * (eps / sigma))
-    return normal_cdf(-a) + robust if include_pm else robust
+    robust = _normal_cdf(a - (dual / nrm) * (eps / sigma))
+    return _normal_cdf(-a) + robust if include_pm else robust
 
 
 def direction_angle(theta, mu):
@@ -1108,10 +1294,29 @@ def svm_direction(x, y, *, lam=None, C=1.0, mask=None):
     if y.shape[0] != x.shape[0]:
         raise InvalidParameterError(f"The 'y' parameter of {caller} must have {x.shape[0]} entries.")
     lam = 1.0 / check_real(C, "C", caller=caller, low=0.0, closed="neither") if lam is None else lam
-    xm = x if mask is None else x * xp.reshape(xp.asarray(mask, dtype=x.dtype, device=device_of(x)), (1, -1))
+    xm = x if mask is None else x * xp.reshape(_check_direction_mask(mask, x, caller), (1, -1))
     K = xm @ xp.matrix_transpose(xm)
+    if K.size and not bool(xp.all(xp.isfinite(K))):
+        raise InvalidParameterError(
+            f"The 'x' parameter of {caller} is too large: its linear kernel XXᵀ overflows {x.dtype} "
+            f"(max |x| = {float(xp.max(xp.abs(x))):.3g}); rescale x (θ(s·x, λ) = θ(x, λ/s²)/s).")
     alpha = machines.fit(K, y, "hinge", lam)
     return xp.matrix_transpose(xm) @ alpha
+
+
+def _check_direction_mask(mask, x, caller):
+    """A (d,) 0/1 mask over the features of ``x`` (a (d, 1) LinearModel mask is accepted and flattened)."""
+    xp = namespace(x)
+    d = x.shape[1]
+    m = check_array(mask, "mask", caller=caller, ndim=(1, 2), xp=xp, dtype=x.dtype, like=x)
+    if tuple(m.shape) not in ((d,), (d, 1)):
+        raise InvalidParameterError(
+            f"The 'mask' parameter of {caller} must have shape ({d},) (one entry per feature of 'x'); "
+            f"got {tuple(m.shape)}.")
+    m = xp.reshape(m, (d,))
+    if not bool(xp.all((m == 0) | (m == 1))):
+        raise InvalidParameterError(f"The 'mask' parameter of {caller} must contain only 0 and 1.")
+    return m
 
 
 def _alin_primal(X, Y, eps, norm, t):
@@ -1283,24 +1488,33 @@ def adversarial_linear_direction(x, y, eps, *, norm="l2", mask=None, tol=1e-12, 
     if mask is None:
         keep = np.arange(d)
     else:
-        m = to_numpy(check_array(xp.reshape(xp.asarray(mask, device=device_of(x)), (-1,)), "mask", caller=caller, xp=xp,
-                                 shape=(d,)))
-        if not np.all((m == 0) | (m == 1)):
-            raise InvalidParameterError(f"The 'mask' parameter of {caller} must contain only 0 and 1.")
-        keep = np.flatnonzero(m)
+        keep = np.flatnonzero(to_numpy(_check_direction_mask(mask, x, caller)))
+    # Scale invariance: P(θ; X, ε) = P(sθ; X/s, ε/s).  Solve with X/s, s = 2^e the power of two that puts max|X| in
+    # [1/2, 1) (exact division), so XᵀX and the solver's tolerances neither overflow nor underflow, then θ = θ'/s.
+    amax = float(np.abs(X).max(initial=0.0))
+    s = math.ldexp(1.0, math.frexp(amax)[1]) if amax > 0 else 1.0
+    X = X / s
+    eps = eps / s
     Xs = X[:, keep]
     theta = np.zeros(d)
     if keep.size == 0:
         best, gap = np.zeros(0), 0.0
+    elif not math.isfinite(eps):  # ε/s beyond float64: θ* = 0 (‖Xᵀy‖ ≤ εΣ|yᵢ|, the optimality condition at 0, holds)
+        best, gap = np.zeros(keep.size), 0.0
     elif eps == 0:
         best = np.linalg.lstsq(Xs, Y, rcond=None)[0]
         grad = Xs.T @ (Xs @ best - Y) / n
         gap = 0.5 * grad @ np.linalg.lstsq(Xs.T @ Xs / n, grad, rcond=None)[0]
     else:
         r_scale = 1.0 + np.abs(Y).max(initial=0.0)
+        # P(θ) ≥ ½ mean(rᵢ²) ≥ P_LS* (the ε‖θ‖_* term only adds): P(θ) − P_LS* also bounds P(θ) − P*.  It is the
+        # certificate that stays finite as ε → 0, where the dual point of _alin_gap needs λ ~ 1/ε.
+        p_ls = 0.5 * np.mean((Xs @ np.linalg.lstsq(Xs, Y, rcond=None)[0] - Y) ** 2)
 
         def certificate(t):  # the best duality gap over a few guesses of which residuals are exactly 0
-            return max(0.0, min(_alin_gap(Xs, Y, eps, norm, t, zt * r_scale) for zt in (0.0, 1e-9, 1e-7, 1e-5, 1e-3)))
+            with np.errstate(over="ignore", invalid="ignore"):
+                dual = min(_alin_gap(Xs, Y, eps, norm, t, zt * r_scale) for zt in (0.0, 1e-9, 1e-7, 1e-5, 1e-3))
+            return max(0.0, min(dual, _alin_primal(Xs, Y, eps, norm, t) - p_ls))
 
         def fun(t):
             r = Xs @ t - Y
@@ -1327,16 +1541,16 @@ def adversarial_linear_direction(x, y, eps, *, norm="l2", mask=None, tol=1e-12, 
             # P is flat (quadratic) at θ*, so P cannot rank candidates that differ by 1e-8 in θ: the gap can
             for t in candidates:
                 g_t = certificate(t)
-                if g_t < gap:
+                if g_t < gap or (g_t == gap and _alin_primal(Xs, Y, eps, norm, t) < _alin_primal(Xs, Y, eps, norm, best)):
                     best, gap = t, g_t
     theta[keep] = best
-    value = _alin_primal(Xs, Y, eps, norm, best) if keep.size else 0.5 * np.mean(Y ** 2)
+    value = _alin_primal(Xs, Y, eps, norm, best) if keep.size and math.isfinite(eps) else 0.5 * np.mean(Y ** 2)
     if gap > tol * (1.0 + value):
         warnings.warn(f"{caller}: duality gap {gap:.3g} exceeds tol·(1 + P) = {tol * (1 + value):.3g}; "
                       f"the returned direction is not certified to that accuracy.", RuntimeWarning, stacklevel=2)
-    out = xp.asarray(theta, dtype=x.dtype, device=device_of(x))
+    out = xp.asarray(theta / s, dtype=x.dtype, device=device_of(x))
     if not return_certificate:
         return out
     mu = np.linalg.eigvalsh(Xs.T @ Xs / n)[0] if keep.size else 0.0
-    bound = math.sqrt(2.0 * gap / mu) if mu > 1e-14 * max(1.0, np.abs(Xs).max(initial=0.0) ** 2) else math.inf
+    bound = math.sqrt(2.0 * gap / mu) / s if mu > 1e-14 * max(1.0, np.abs(Xs).max(initial=0.0) ** 2) else math.inf
     return out, {"objective": float(value), "gap": float(gap), "theta_error_bound": bound}

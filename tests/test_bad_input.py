@@ -832,7 +832,10 @@ def _testing():
         E("testing.check_kernel", lambda: (T.check_kernel, dict(candidate=kc, max_examples=2, battery=False)),
           options=("candidate", "activation", "which", "dtype"),
           reals={"W_std": [-1.0], "b_std": [-1.0], **tol("diag_tol", "offdiag_tol", "atol")},
-          ints={"depth": [-1], "max_examples": [0, -1]}),
+          ints={"depth": [-1], "max_examples": [0, -1]},
+          # documented: an inf tolerance leaves that part unchecked (diag_tol=inf measures the off-diagonal
+          # entries only, as tests/test_testing.py does); both inf at once is refused
+          inf_ok=("diag_tol", "offdiag_tol")),
         E("testing.check_fit", lambda: (T.check_fit, dict(candidate=fc_, max_examples=2)),
           options=("candidate", "loss", "reduction"), reals={"lam": [0.0, -1.0], **tol("objective_tol")},
           ints={"max_examples": [0, -1]}),

@@ -866,3 +866,183 @@ def test_public_functions_keep_the_inputs_device(name):
     for a in arrays:
         assert array_api_compat.is_array_api_strict_namespace(array_api_compat.array_namespace(a)), type(a)
         assert array_api_compat.device(a) == dev
+
+
+# ------------------------------------------------------------- finite or error at extreme scales (issue 14)
+@pytest.mark.parametrize("k", [-990, -300, 0, 300, 990])
+def test_adversarial_linear_direction_is_exactly_scale_covariant(xp, asxp, tonp, k):
+    """P(θ; X, ε) = P(sθ; X/s, ε/s), so θ(2^k X, 2^k ε) = θ(X, ε)/2^k bit for bit (the solver works on X scaled by a
+    power of two): also where XᵀX overflows (|x| ~ 1e298: was NaN) or underflows (|x| ~ 1e-298).  The certificate
+    is scale-free (P and its gap unchanged, the θ error bound scales like θ)."""
+    rng = np.random.default_rng(3)
+    x, y = rng.standard_normal((12, 4)), rng.standard_normal(12)
+    s = 2.0 ** k
+    for eps, norm in ((0.0, "l2"), (0.05, "l2"), (0.05, "linf"), (5.0, "l2")):
+        ref, cref = sp.adversarial_linear_direction(asxp(x), asxp(y), eps, norm=norm, return_certificate=True)
+        got, cgot = sp.adversarial_linear_direction(asxp(x * s), asxp(y), eps * s, norm=norm, return_certificate=True)
+        assert np.all(np.isfinite(tonp(got)))
+        np.testing.assert_array_equal(tonp(got) * s, tonp(ref))
+        assert cgot["objective"] == cref["objective"] and cgot["gap"] == cref["gap"]
+        b_got, b_ref = cgot["theta_error_bound"], cref["theta_error_bound"]
+        # exact unless the scaled bound is subnormal (~1e-314 at k = 990: a few bits of it are lost)
+        assert b_got * s == b_ref if b_ref / s >= np.finfo(np.float64).tiny else b_got * s == pytest.approx(b_ref, rel=1e-5)
+    if k == 0:
+        assert np.all(tonp(sp.adversarial_linear_direction(asxp(x), asxp(y), 5.0)) == 0)  # large ε: θ* = 0
+        assert np.all(tonp(sp.adversarial_linear_direction(asxp(x), asxp(y), 0.05)) != 0)
+
+
+def test_adversarial_linear_direction_tiny_eps_is_certified_least_squares(xp, asxp, tonp):
+    """As ε → 0 the minimiser tends to least squares, and P(θ) − P_LS* ≥ P(θ) − P* (the ε‖θ‖ term only adds)
+    certifies it.  The dual point of the ε > 0 certificate needs λ ~ 1/ε: ε = 1e-300 used to return θ = 0 with an
+    infinite gap (and ε = 1e-12 an uncertified θ).  Bound: P(θ_LS) − P_LS* = ε‖θ_LS‖·mean|r| + ½ε²‖θ_LS‖²."""
+    import warnings
+
+    rng = np.random.default_rng(4)
+    x, y = rng.standard_normal((15, 3)), rng.standard_normal(15)
+    ls = np.linalg.lstsq(x, y, rcond=None)[0]
+    r = x @ ls - y
+    for eps in (1e-300, 1e-200, 1e-12):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # certified to the default tol: no RuntimeWarning
+            theta, cert = sp.adversarial_linear_direction(asxp(x), asxp(y), eps, return_certificate=True)
+        n_ls = np.linalg.norm(ls)
+        assert cert["gap"] <= eps * n_ls * np.abs(r).mean() + 0.5 * (eps * n_ls) ** 2 + 1e-15
+        np.testing.assert_allclose(tonp(theta), ls, rtol=0, atol=1e-9 * np.abs(ls).max())
+        assert cert["objective"] == pytest.approx(0.5 * np.mean(r ** 2), rel=1e-9)
+
+
+def test_linear_awt_objective_norm_does_not_overflow(xp, asxp, tonp):
+    """(3.13) for f = θ·x depends on (θ, X, ε) only through θ·x and ε‖θ‖: θ → 2^k θ, X → 2^-k X, ε → 2^-k ε leaves
+    the target distance unchanged exactly.  At k = 540 ‖θ‖² overflows (~1e325): the norm is taken scaled (was NaN).
+    (γ = 0: the kernel distance scales like 2^-4k and underflows there.)  A target beyond float64 is an error."""
+    rng = np.random.default_rng(5)
+    x, y = rng.standard_normal((6, 3)), np.where(rng.random(6) < 0.5, -1.0, 1.0)
+    theta, m = np.array([1.0, 0.5, -0.2]), np.array([1.0, 0.0, 1.0])
+    ref = sp.linear_awt_objective(asxp(theta), asxp(m), asxp(x), asxp(y), eps=0.5, gamma=0.0)
+    assert ref.target > 0
+    for k in (100, 540):
+        s = 2.0 ** k
+        got = sp.linear_awt_objective(asxp(theta * s), asxp(m), asxp(x / s), asxp(y), eps=0.5 / s, gamma=0.0)
+        assert got.target == pytest.approx(ref.target, rel=1e-14)
+    with pytest.raises(FloatingPointError, match="theta0"):
+        sp.linear_awt_objective(asxp(theta * 1e300), asxp(m), asxp(x), asxp(y), eps=0.5)
+
+
+def test_awt_distances_scale_exactly_or_refuse_beyond_the_range(xp, asxp, tonp):
+    """For f = θ·x (J = x does not depend on θ), θ → cθ multiplies the target distance by c² and leaves the kernel
+    distance unchanged.  c = 2^500 (target ~ 1e300) is exact; at c = 2^520 the target is beyond float64 and the
+    error names the inputs (was inf)."""
+    rng = np.random.default_rng(6)
+    lin = sp.LinearModel(3)
+    x = rng.standard_normal((5, 3))
+    xa, xs = x + 0.1 * rng.standard_normal((5, 3)), x + 0.1 * rng.standard_normal((5, 3))
+    p0 = lin.init(0, xp=xp)
+    mask = [asxp(np.array([[1.0], [0.0], [1.0]]))]
+    ref = sp.awt_distances(lin, p0, mask, asxp(x), asxp(xa), asxp(xs), gamma=0.7)
+    big = [(p0[0][0] * 2.0 ** 500, None)]
+    got = sp.awt_distances(lin, big, mask, asxp(x), asxp(xa), asxp(xs), gamma=0.7)
+    assert got.target == ref.target * 2.0 ** 1000 and got.kernel == ref.kernel
+    assert math.log2(ref.target) + 1040 > 1024  # c²·target > 2^1024: c = 2^520 is truly out of float64's range
+    with pytest.raises(FloatingPointError, match="params0"):
+        sp.awt_distances(lin, [(p0[0][0] * 2.0 ** 520, None)], mask, asxp(x), asxp(xa), asxp(xs))
+
+
+def test_masked_ntk_is_homogeneous_up_to_the_range_then_refuses(xp, asxp, tonp):
+    """A bias-free ReLU net is positively homogeneous: h_ℓ(cx) = c h_ℓ(x), δ_ℓ(cx) = δ_ℓ(x), so
+    Θˢ(cx, cx') = c² Θˢ(x, x') exactly for c = 2^k.  c = 2^500 gives entries ~1e301 (exact, both routes); at
+    c = 2^520 the kernel is beyond float64 and the error names 'x1'/'x2' (the network's own check used to name 'x',
+    and a large weight gave inf silently)."""
+    net = FullyConnected(3, 5, depth=2, b_std=0.0)
+    params = net.init(1, xp=xp)
+    mask = sp.random_mask(params, 0.5, 2)
+    rng = np.random.default_rng(7)
+    x1, x2 = rng.standard_normal((4, 3)), rng.standard_normal((3, 3))
+    for method in ("factored", "jacobian"):
+        ref = tonp(sp.masked_empirical_ntk(net, params, mask, asxp(x1), asxp(x2), method=method))
+        got = tonp(sp.masked_empirical_ntk(net, params, mask, asxp(x1 * 2.0 ** 500), asxp(x2 * 2.0 ** 500),
+                                           method=method))
+        np.testing.assert_array_equal(got, ref * 2.0 ** 1000)
+        with pytest.raises(FloatingPointError, match="'x1'"):
+            sp.masked_empirical_ntk(net, params, mask, asxp(x1 * 2.0 ** 520), asxp(x2 * 2.0 ** 520), method=method)
+    big = [(W * 1e300 if ell == 0 else W, b) for ell, (W, b) in enumerate(params)]
+    with pytest.raises(FloatingPointError, match="'params'"):
+        sp.masked_empirical_ntk(net, big, mask, asxp(x1), asxp(x2))
+
+
+def test_awt_functions_refuse_overflow_naming_the_inputs(xp, asxp):
+    """Valid finite inputs whose results are beyond float64: an error naming the user's parameters (the attack's
+    loss gradient, the kernel residual, the gradient of (3.13)), and divergent training names 'lr'."""
+    net, params, x, y, _ = _net_and_data(0, xp, asxp)
+    mask = sp.random_mask(params, 0.5, 0)
+    big = [(W * 1e300 if ell == 0 else W, b) for ell, (W, b) in enumerate(params)]
+    with pytest.raises(FloatingPointError, match="params0"):
+        sp.awt_objective(net, big, mask, x, y, eps=0.1, attack_steps=2)
+    with pytest.raises(FloatingPointError, match="params0"):
+        sp.awt_search(net, big, x, y, 0.5, eps=0.1, steps=1, attack_steps=1)
+    with pytest.raises(FloatingPointError, match="'x'"):
+        sp.awt_gradient(net, params, params, mask, x * 1e300, x, x)
+    with pytest.raises(FloatingPointError, match="'x'"):
+        sp.masked_adversarial_training(net, params, mask, x * 1e300, y, eps=0.1, lr=0.1, steps=2, attack_steps=1)
+    with pytest.raises(FloatingPointError, match="'lr'"):
+        sp.masked_adversarial_training(net, params, mask, x, y, eps=0.0, lr=1e200, steps=5)
+    with pytest.raises(InvalidParameterError, match="student"):
+        sp.awt_gradient(net, params, params[:-1], mask, x, x, x)
+    with pytest.raises(InvalidParameterError, match="mask"):
+        sp.awt_objective(net, params, mask[0], x, y)  # one array, not a list of arrays
+
+
+@pytest.mark.parametrize("k", [60, 200])
+def test_svm_direction_scaling_law_and_overflow(xp, asxp, tonp, k):
+    """θ(s·X, λ) = θ(X, λ/s²)/s (substitute φ = sθ in Σ hinge(yθ·x) + λ/2‖θ‖²), the law the overflow error
+    quotes (here as θ(s·X, s²λ) = θ(X, λ)/s, both problems well posed and solved to tolerance); where XXᵀ overflows
+    the error names 'x' (was a message about machines.solve's 'K')."""
+    import warnings
+
+    from ntkref.machines import ConvergenceWarning
+
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((20, 3))
+    y = np.sign(x[:, 0] + 0.3 * rng.standard_normal(20))
+    s = 2.0 ** k
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        a = tonp(sp.svm_direction(asxp(x * s), asxp(y), lam=0.5 * s ** 2)) * s
+        b = tonp(sp.svm_direction(asxp(x), asxp(y), lam=0.5))
+    np.testing.assert_allclose(a, b, rtol=1e-12, atol=0)
+    with pytest.raises(InvalidParameterError, match="'x'"):
+        sp.svm_direction(asxp(x * 1e300), asxp(y))
+    with pytest.raises(InvalidParameterError, match="mask"):
+        sp.svm_direction(asxp(x), asxp(y), mask=asxp(np.ones((1, 1, 3))))
+
+
+def test_normal_cdf_limits_and_inputs(xp, asxp, tonp):
+    """Φ(±∞) = 1, 0 exactly (documented valid inputs); NaN is refused naming 'z'; integers, booleans and lists give
+    the same values as their float64 versions; Φ(z) + Φ(−z) = 1."""
+    z = np.array([-np.inf, -3.0, 0.0, 1.5, np.inf])
+    got = tonp(sp.normal_cdf(asxp(z)))
+    assert got[0] == 0.0 and got[-1] == 1.0 and got[2] == 0.5
+    np.testing.assert_allclose(got[1:4], scipy_norm.cdf(z[1:4]), rtol=1e-15, atol=1e-16)
+    np.testing.assert_allclose(got + tonp(sp.normal_cdf(asxp(-z))), 1.0, rtol=0, atol=2e-16)
+    with pytest.raises(InvalidParameterError, match="'z'"):
+        sp.normal_cdf(asxp(np.array([0.0, np.nan])))
+    ints = np.array([-2, 0, 3])
+    ref = tonp(sp.normal_cdf(asxp(ints.astype(np.float64))))
+    np.testing.assert_array_equal(tonp(sp.normal_cdf(asxp(ints))), ref)
+    np.testing.assert_array_equal(tonp(sp.normal_cdf([-2, 0, 3])), ref)
+    np.testing.assert_array_equal(tonp(sp.normal_cdf(asxp(np.array([False, True])))), [0.5, scipy_norm.cdf(1.0)])
+
+
+def test_masked_jacobian_of_no_rows_and_mask_density_checks(xp, asxp, tonp):
+    """J_M of an empty batch is the (0, P) block of J_M (was a reshape error); mask_density refuses what is not
+    a list of 0/1 arrays."""
+    net, params, x, _, _ = _net_and_data(1, xp, asxp)
+    mask = sp.random_mask(params, 0.4, 3)
+    J = tonp(sp.masked_jacobian(net, params, mask, x))
+    J0 = tonp(sp.masked_jacobian(net, params, mask, x[:0, :]))
+    assert J0.shape == (0, J.shape[1])
+    assert sp.mask_density(mask) == pytest.approx(float(np.sum([np.sum(tonp(M)) for M in mask]))
+                                                  / sum(math.prod(M.shape) for M in mask), rel=0, abs=0)
+    with pytest.raises(InvalidParameterError, match="mask"):
+        sp.mask_density(mask[0])
+    with pytest.raises(InvalidParameterError, match="mask"):
+        sp.mask_density([0.5 * M for M in mask])
