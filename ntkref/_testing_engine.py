@@ -138,6 +138,26 @@ def _stop_at(kind, evaluate):
     return test
 
 
+def check_dtype(dtype, caller):
+    """'float64' or 'float32' (a dtype or its name); anything else is an error naming 'dtype'."""
+    import numpy as np
+
+    try:
+        name = str(np.dtype(dtype))
+    except (TypeError, ValueError):
+        name = dtype
+    if name not in ("float64", "float32"):
+        raise InvalidParameterError(f"The 'dtype' parameter of {caller} must be 'float64' or 'float32'. "
+                                    f"Got {dtype!r} instead.")
+    return name
+
+
+def check_candidate(candidate, caller):
+    if not callable(candidate):
+        raise InvalidParameterError(f"The 'candidate' parameter of {caller} must be callable. Got {candidate!r}.")
+    return candidate
+
+
 def check_mode(mode, caller):
     if mode not in MODES:
         raise InvalidParameterError(f"The 'mode' parameter of {caller} must be one of {MODES}. Got {mode!r} instead.")
@@ -147,6 +167,12 @@ def check_mode(mode, caller):
 def drive(check, *, strategy, evaluate, battery_cases, order, mode, max_examples, seed, shrink, description,
           tolerance, reduce=None, hint=None, record_entries=False):
     """Run a checker (module docstring); return its :class:`CheckReport` (the caller raises if asked)."""
+    max_examples = check_int(max_examples, "max_examples", caller=check, low=0)
+    if max_examples == 0 and not battery_cases:
+        raise InvalidParameterError(
+            f"The 'max_examples' parameter of {check} must be >= 1 when no fixed battery runs: with 0 nothing "
+            "would be checked (a vacuous pass)."
+        )
     rec = Recorder(record_entries)
     state = {"found": False}
 

@@ -26,7 +26,7 @@ import numpy as np  # host-side test tooling: inputs and reports are NumPy array
 from hypothesis import strategies as st
 
 from ._backend import to_numpy
-from ._testing_engine import check_mode, drive
+from ._testing_engine import check_dtype, check_mode, drive
 from ._testing_kernel import KernelComparison, host, mover
 from ._validation import InvalidParameterError, check_int, check_option, check_real
 from .testing import _battery_flag, _convention_threshold, _finish, _int_range
@@ -108,7 +108,7 @@ def _image_args(kinds, scale_range, layout, dtype, caller):
                                     f"{IMAGE_KINDS}. Got {kinds!r}.")
     kinds = tuple(k for k in IMAGE_KINDS if k in kinds)
     layout = check_option(layout, "layout", ("NCHW", "NHWC"), caller=caller)
-    dtype = check_option(str(np.dtype(dtype)), "dtype", ("float64", "float32"), caller=caller)
+    dtype = check_dtype(dtype, caller)
     if scale_range is None:
         scale_range = (1e-100, 1e100) if dtype == "float64" else (1e-10, 1e10)
     lo = check_real(scale_range[0], "scale_range", caller=caller, low=0.0, closed="neither")
@@ -192,6 +192,7 @@ def hard_images(channels=2, height=3, width=3, *, seed=0, layout="NCHW", dtype="
     h = check_int(height, "height", caller="hard_images", low=1)
     w = check_int(width, "width", caller="hard_images", low=1)
     layout = check_option(layout, "layout", ("NCHW", "NHWC"), caller="hard_images")
+    dtype = check_dtype(dtype, "hard_images")
     big = 1e100 if np.dtype(dtype) == np.float64 else 1e10
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((c, h, w))
@@ -329,7 +330,7 @@ def check_cntk(
     diag_tol = check_real(diag_tol, "diag_tol", caller=caller, low=0.0, allow_inf=True)
     offdiag_tol = check_real(offdiag_tol, "offdiag_tol", caller=caller, low=0.0, allow_inf=True)
     atol = check_real(atol, "atol", caller=caller, low=0.0)
-    dtype = check_option(str(np.dtype(dtype)), "dtype", ("float64", "float32"), caller=caller)
+    dtype = check_dtype(dtype, caller)
     mode = check_mode(mode, caller)
     threshold = _convention_threshold(convention_threshold, dtype, caller)
     use_battery = _battery_flag(battery, inputs, caller)

@@ -14,10 +14,10 @@ import math
 import numpy as np  # host-side test tooling: inputs and reports are NumPy arrays by design
 from hypothesis import strategies as st
 
-from ._testing_engine import check_mode, drive
+from ._testing_engine import check_candidate, check_mode, drive
 from ._testing_kernel import host, mover
 from ._testing_report import Mismatch
-from ._validation import check_option, check_real
+from ._validation import check_int, check_option, check_real
 from .testing import _finish, machine_problems
 
 __all__ = ["check_fit", "check_dynamics", "check_certificate", "fit_convention_hint"]
@@ -121,6 +121,7 @@ def check_fit(candidate, *, loss="hinge", lam=0.1, reduction="sum", loss_options
     max_examples, seed, shrink, raise_on_failure, mode : as in :func:`ntkref.testing.check_kernel`.
     convention_threshold : float, optional
     """
+    check_candidate(candidate, "check_fit")
     machines = _import("machines")
     losses = _import("losses")
     loss_obj = losses.get(loss, **(loss_options or {}))
@@ -232,9 +233,13 @@ def check_dynamics(candidate, *, loss="squared", lam=0.1, kind="flow", times=(0.
         Default :func:`ntkref.testing.machine_problems` with n ≤ 6.
     max_examples, backend, seed, shrink, raise_on_failure, mode, convention_threshold : as in :func:`check_fit`.
     """
+    check_candidate(candidate, "check_dynamics")
     dynamics = _import("dynamics")
     losses = _import("losses")
     kind = check_option(kind, "kind", ("flow", "descent"), caller="check_dynamics")
+    # checked for either kind (a flow check ignores them, but a NaN step size is never meant)
+    lr = check_real(lr, "lr", caller="check_dynamics", low=0.0, closed="neither")
+    steps = check_int(steps, "steps", caller="check_dynamics", low=0)
     loss_obj = losses.get(loss)
     tol = check_real(tol, "tol", caller="check_dynamics", low=0.0)
     mode = check_mode(mode, "check_dynamics")
@@ -367,7 +372,9 @@ def check_certificate(candidate, *, norm="linf", n_attack=64, compare_reference=
     An attack can only refute a certificate, never prove it: passing means no counterexample
     was found, not that the radii are sound.
     """
+    check_candidate(candidate, "check_certificate")
     check_option(norm, "norm", ("linf",), caller="check_certificate")
+    n_attack = check_int(n_attack, "n_attack", caller="check_certificate", low=1)
     mode = check_mode(mode, "check_certificate")
     certify = _import("certify") if compare_reference else None
     if problems is None:

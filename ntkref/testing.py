@@ -101,7 +101,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the test
 
 from . import _backend
 from ._backend import to_numpy
-from ._testing_engine import MODES, check_mode, drive
+from ._testing_engine import MODES, check_dtype, check_mode, drive
 from ._testing_kernel import KernelComparison, custom_reference, fc_bound, fc_reference
 from ._testing_report import (
     ENTRY_COLUMNS,
@@ -262,7 +262,7 @@ def _check_kinds(kinds):
 
 def _check_strategy_args(kinds, scale_range, min_angle, entry_bound, dtype):
     kinds = _check_kinds(kinds)
-    dtype = check_option(str(np.dtype(dtype)), "dtype", ("float64", "float32"), caller="ntkref.testing")
+    dtype = check_dtype(dtype, "ntkref.testing")
     if scale_range is None:
         scale_range = _default_scale_range(dtype)
     lo = check_real(scale_range[0], "scale_range", caller="ntkref.testing", low=0.0, closed="neither")
@@ -398,7 +398,7 @@ def generic_kernel_inputs(n1=(1, 5), n2=(1, 5), d=(2, 6), *, symmetric=None, sca
     n2_lo, n2_hi = _int_range(n2, "n2", 1)
     d_lo, d_hi = _int_range(d, "d", 1)
     lo, hi = math.log10(scale_range[0]), math.log10(scale_range[1])
-    dtype = check_option(str(np.dtype(dtype)), "dtype", ("float64", "float32"), caller="generic_kernel_inputs")
+    dtype = check_dtype(dtype, "generic_kernel_inputs")
 
     @st.composite
     def strategy(draw):
@@ -463,6 +463,7 @@ def labels(n, *, kind="binary", both_classes=True, bound=3.0):
     """
     n = check_int(n, "n", caller="labels", low=1)
     kind = check_option(kind, "kind", ("binary", "regression"), caller="labels")
+    bound = check_real(bound, "bound", caller="labels", low=0.0, closed="neither")  # checked for either kind
     if kind == "regression":
         return st.lists(st.floats(-bound, bound, allow_nan=False), min_size=n, max_size=n).map(
             lambda v: np.asarray(v, dtype=np.float64)
@@ -538,6 +539,7 @@ def hard_inputs(d=4, *, seed=0, dtype="float64"):
     orthogonal rows and d = 1.  Deterministic for a given ``seed``.
     """
     d = check_int(d, "d", caller="hard_inputs", low=2)
+    dtype = check_dtype(dtype, "hard_inputs")
     rng = np.random.default_rng(seed)
     big = 1e150 if np.dtype(dtype) == np.float64 else 1e15
     b = _unit(rng.standard_normal(d))
@@ -634,12 +636,13 @@ def check_kernel(
         :func:`ntkref.to_numpy`.
     depth, activation, W_std, b_std : as in :func:`ntkref.kernels.fc`
     which : {"ntk", "nngp"}
-    diag_tol, offdiag_tol : float ≥ 0
-        User tolerances on e (defaults 1e-10).
+    diag_tol, offdiag_tol : float ≥ 0 or inf
+        User tolerances on e (defaults 1e-10); inf leaves that part unchecked (e.g. ``diag_tol=math.inf`` to
+        measure the off-diagonal entries only), not both.
     atol : float ≥ 0
         Extra absolute slack (needed only where the reference scale is 0).
     max_examples : int
-        Hypothesis examples (0: battery only).
+        Hypothesis examples (0: battery only; refused when no battery runs, as nothing would be checked).
     battery : bool or None
         ``None`` (default): the battery runs only when ``inputs`` is not given; ``True``: always (with
         ``inputs``: both, the user's first); ``False``: never.
@@ -681,8 +684,11 @@ def check_kernel(
     which = check_option(which, "which", ("ntk", "nngp"), caller="check_kernel")
     diag_tol = check_real(diag_tol, "diag_tol", caller="check_kernel", low=0.0, allow_inf=True)
     offdiag_tol = check_real(offdiag_tol, "offdiag_tol", caller="check_kernel", low=0.0, allow_inf=True)
+    if math.isinf(diag_tol) and math.isinf(offdiag_tol):
+        raise InvalidParameterError("The 'diag_tol' and 'offdiag_tol' parameters of check_kernel cannot both be "
+                                    "inf: no value would be compared (inf leaves one of the two parts unchecked).")
     atol = check_real(atol, "atol", caller="check_kernel", low=0.0)
-    dtype = check_option(str(np.dtype(dtype)), "dtype", ("float64", "float32"), caller="check_kernel")
+    dtype = check_dtype(dtype, "check_kernel")
     mode = check_mode(mode, "check_kernel")
     threshold = _convention_threshold(convention_threshold, dtype, "check_kernel")
     use_battery = _battery_flag(battery, inputs, "check_kernel")

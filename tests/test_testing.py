@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from ntkref import InvalidParameterError
 from ntkref import testing as T
 from ntkref.kernels import fc
 
@@ -868,3 +869,47 @@ def test_check_cntk_catches_a_missing_one_over_C_and_reads_NHWC():
     assert T.check_cntk(nhwc, depth=1, layout="NHWC", inputs=T.image_inputs(height=(1, 2), width=(1, 2),
                                                                            layout="NHWC"),
                         diag_tol=0.0, offdiag_tol=0.0, max_examples=5).passed
+
+
+# ---------------------------------------------------------------------------------------------
+# argument checks (issue 14's bad-input catalogue)
+# ---------------------------------------------------------------------------------------------
+def test_kernel_error_checks_its_inputs_and_reads_any_device():
+    """The reference must be finite and the shapes must match (named errors, not NumPy's broadcast message);
+    arrays of another namespace/device are copied to the host explicitly and measured the same."""
+    R = np.array([[4.0, 1.0], [1.0, 9.0]])
+    K = R + np.array([[0.0, 6e-3], [0.0, 0.0]])
+    with pytest.raises(InvalidParameterError, match="'reference_K'"):
+        T.kernel_error(K, np.where(np.eye(2) > 0, np.nan, R), np.diag(R))
+    with pytest.raises(InvalidParameterError, match="'candidate_K'"):
+        T.kernel_error(K[:1], R, np.diag(R))
+    with pytest.raises(InvalidParameterError, match="'reference_diag1'"):
+        T.kernel_error(K, R, np.diag(R)[:1])
+    strict = pytest.importorskip("array_api_strict")
+    dev = strict.Device("device1")
+    err, scale = T.kernel_error(strict.asarray(K, device=dev), strict.asarray(R, device=dev),
+                                strict.asarray(np.diag(R), device=dev))
+    assert scale[0, 1] == 6.0 and err[0, 1] == pytest.approx(1e-3) and err[1, 1] == 0.0
+
+
+def test_checkers_refuse_arguments_that_check_nothing():
+    """A non-callable candidate, max_examples=0 without a battery (a vacuous pass), both kernel tolerances inf,
+    a bogus dtype, a NaN step size or attack count: errors naming the parameter before any work."""
+    def kc(x1, x2):
+        return x1 @ (x1 if x2 is None else x2).T
+
+    cases = [
+        (lambda: T.check_kernel(kc, max_examples=0, battery=False), "max_examples"),
+        (lambda: T.check_kernel(kc, diag_tol=math.inf, offdiag_tol=math.inf, max_examples=1), "offdiag_tol"),
+        (lambda: T.check_kernel(kc, dtype="bogus", max_examples=1), "dtype"),
+        (lambda: T.check_fit("bogus", max_examples=1), "candidate"),
+        (lambda: T.check_fit(lambda K, y, lam: y, max_examples=0), "max_examples"),
+        (lambda: T.check_dynamics(lambda *a: None, lr=math.nan, max_examples=1), "lr"),
+        (lambda: T.check_dynamics(lambda *a: None, steps=-1, max_examples=1), "steps"),
+        (lambda: T.check_certificate(lambda *a: None, n_attack=0, max_examples=1), "n_attack"),
+        (lambda: T.hard_inputs(dtype="bogus"), "dtype"),
+        (lambda: T.labels(3, bound=math.nan), "bound"),
+    ]
+    for call, name in cases:
+        with pytest.raises(InvalidParameterError, match=f"'{name}'"):
+            call()
