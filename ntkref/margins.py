@@ -62,7 +62,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ._backend import creation_target, asarray, device_of, is_array, namespace, to_numpy
+from ._backend import asarray, device_of, is_array, namespace, to_numpy
 from ._validation import InvalidParameterError, check_array, check_int, check_labels, check_memory, check_option, check_real
 
 __all__ = [
@@ -238,7 +238,12 @@ def _loss(net, params, x, y, lam, r, loss, caller, need_grad):
             return net.vjp(params, x, c)
     xp = namespace(f)
     y = _check_targets(y, f.shape[0], net.n_outputs, loss, caller, xp, f.dtype, like=f)
-    return _objective(net, params, f, pullback, y, lam, r, loss, xp, need_grad)
+    value, grads = _objective(net, params, f, pullback, y, lam, r, loss, xp, need_grad)
+    if not bool(xp.isfinite(value)):
+        raise InvalidParameterError(
+            f"{caller}: L_λ overflows {value.dtype} (λ‖Θ‖^r and the loss grow with the weights and inputs); the values "
+            f"of 'params' or 'x' are too large. Rescale them.")
+    return value, grads
 
 
 def _fast_loss(net, params, x, y, lam, r, loss, xp, need_grad):
@@ -333,8 +338,14 @@ def train_regularized(net, params0, x, y, lam, *, r=2.0, steps=1000, lr=0.1, los
     steps = check_int(steps, "steps", caller=caller, low=0)
     check_option(method, "method", ("gd", "lbfgs"), caller=caller)
     check_option(loss, "loss", _LOSSES, caller=caller)
-    xp = namespace(*params0)
-    params = [xp.asarray(W) for W in params0]
+    gtol = check_real(gtol, "gtol", caller=caller, low=0.0)
+    if hasattr(net, "_check_params"):  # HomogeneousNet: every error names 'params0'
+        xp, params = net._check_params(params0, caller, name="params0")
+    else:
+        if not isinstance(params0, (list, tuple)) or not params0:
+            raise InvalidParameterError(f"The 'params0' parameter of {caller} must be a non-empty list of arrays.")
+        xp = namespace(*params0)
+        params = [check_array(W, f"params0[{i}]", caller=caller, xp=xp) for i, W in enumerate(params0)]
     x = check_array(x, "x", caller=caller, ndim=2, xp=xp, dtype=params[0].dtype)
     f0 = net.apply(params, x)  # validates params and x against the net
     y = _check_targets(y, f0.shape[0], net.n_outputs, loss, caller, xp, f0.dtype, like=f0)
@@ -342,6 +353,10 @@ def train_regularized(net, params0, x, y, lam, *, r=2.0, steps=1000, lr=0.1, los
 
     def note(step, value, ps, data_x, data_y):
         # ps and (data_x, data_y) live together: on the parameters' device for GD, on the host for L-BFGS
+        if not math.isfinite(float(value)):
+            raise InvalidParameterError(
+                f"{caller}: the objective is not finite at step {step} ({float(value)}): gradient descent diverged or "
+                f"overflowed; lower 'lr', or rescale 'params0' and 'x'.")
         record.steps.append(int(step))
         record.objective.append(float(value))
         nrm = float(net.norm(ps))
@@ -360,9 +375,11 @@ def train_regularized(net, params0, x, y, lam, *, r=2.0, steps=1000, lr=0.1, los
             if t % every == 0:
                 note(t, value, params, x, y)
             params = [W - lr * g for W, g in zip(params, grads)]
-        value, _ = _loss(net, params, x, y, lam, r, loss, caller, need_grad=False)
+        value, _ = _fast_loss(net, params, x, y, lam, r, loss, xp, need_grad=False)
         if not math.isfinite(float(value)):
-            raise InvalidParameterError(f"{caller}: gradient descent diverged (objective {float(value)}); lower 'lr'.")
+            raise InvalidParameterError(
+                f"{caller}: gradient descent diverged (objective {float(value)}); lower 'lr', or rescale 'params0' "
+                f"and 'x'.")
         note(steps, value, params, x, y)
         record.n_iterations = steps
         record.converged = False
@@ -495,13 +512,20 @@ def linear_max_margin(x, y, *, n_classes=None):
                     a[:, j] = -xh[i]
                     rows.append(a.ravel())  # row-major vec(W), W of shape (d, l)
         G = np.array(rows)
-    theta = _least_distance(G)
+    # γ*(x/s) = γ*(x)/s and θ̂(x/s) = s·θ̂(x): solve on G/s (s a power of two near max|G|: exact), so that the
+    # tolerances of the solver see O(1) data at every scale of x
+    s = _pow2_host(G)
+    theta = _least_distance(G / s)
     if theta is None:
-        raise InvalidParameterError(f"{caller}: the data are not linearly separable (through the origin).")
+        raise InvalidParameterError(f"{caller}: the data 'x' are not linearly separable (through the origin).")
     norm = float(np.linalg.norm(theta))
+    theta = theta / s
     weights = theta if n_classes is None else theta.reshape(d, n_classes)
-    return LinearMaxMargin(weights=xp.asarray(weights, dtype=x.dtype, device=device_of(x)), gamma=1.0 / norm,
-                           min_margin=float(np.min(G @ theta)))
+    out = LinearMaxMargin(weights=xp.asarray(weights, dtype=x.dtype, device=device_of(x)), gamma=s / norm,
+                          min_margin=float(np.min((G / s) @ (theta * s))))
+    if not (math.isfinite(out.gamma) and np.all(np.isfinite(theta))):
+        raise InvalidParameterError(f"{caller}: γ* or the weights overflow float64; rescale 'x'.")
+    return out
 
 
 # --------------------------------------------------------------------------- certificates
@@ -706,10 +730,35 @@ def circle_directions(K, *, offset=0.0, xp=None, dtype=None, device=None):
     ``NTKREF_BACKEND`` namespace) on ``device`` (default: ``NTKREF_DEVICE`` for the default namespace)."""
     K = check_int(K, "K", caller="circle_directions", low=1)
     offset = check_real(offset, "offset", caller="circle_directions")
-    xp, device = creation_target(xp, device)
-    dtype = xp.float64 if dtype is None else dtype
+    from .nets._common import init_target
+
+    xp, dtype, device = init_target(xp, dtype, device, "circle_directions")
     phi = offset + (2.0 * math.pi / K) * xp.astype(xp.arange(K, device=device), dtype)
     return xp.stack([xp.cos(phi), xp.sin(phi)], axis=1)
+
+
+def _pow2_host(a):
+    """A power of two near max|a| (1 for a zero or empty array): an exact scale for host data."""
+    import numpy as np
+
+    big = float(np.max(np.abs(a))) if a.size else 0.0
+    return math.ldexp(1.0, math.frexp(big)[1] - 1) if big > 0 else 1.0
+
+
+def _scaled_features(x, directions, caller, xp):
+    """(F/s, s) on the host in float64: F = φ_relu(x) on the dictionary, s a power of two near max|F|, computed
+    from x/s_x and directions/s_u (relu is 1-homogeneous) so that neither F nor the LP's tolerances see the
+    inputs' scale."""
+    import numpy as np
+
+    U = check_array(directions, "directions", caller=caller, ndim=2, xp=xp, dtype=x.dtype)
+    if U.shape[0] == 0:
+        raise InvalidParameterError(f"The 'directions' parameter of {caller} must have at least one row.")
+    xh, Uh = to_numpy(x).astype(np.float64), to_numpy(U).astype(np.float64)
+    sx, su = _pow2_host(xh), _pow2_host(Uh)
+    F = to_numpy(relu_features(xh / sx, Uh / su)).astype(np.float64)
+    sf = _pow2_host(F)
+    return F / sf, sx * su * sf
 
 
 @dataclass
@@ -753,10 +802,10 @@ def l1_svm(x, y, directions):
     caller = "l1_svm"
     xp = namespace(x, directions)
     x = check_array(x, "x", caller=caller, ndim=2, xp=xp)
-    F = to_numpy(relu_features(x, directions)).astype(np.float64)
+    F, s = _scaled_features(x, directions, caller, xp)
     n, K = F.shape
     yh = to_numpy(check_labels(check_array(y, "y", caller=caller, ndim=1, xp=xp, shape=(n,)), "y", caller=caller))
-    A = yh[:, None] * F
+    A = yh[:, None] * F  # the features / s: γ_ℓ1 = s·(the LP's γ), μ unchanged (1-homogeneity)
     # variables [μ⁺ (K), μ⁻ (K), γ]; minimize −γ
     c = np.zeros(2 * K + 1)
     c[-1] = -1.0
@@ -773,9 +822,12 @@ def l1_svm(x, y, directions):
     scale = float(np.max(np.abs(A))) if A.size else 0.0
     if not gamma > 1e-9 * scale:  # γ = 0 (μ = 0) is always feasible: that is the optimum of inseparable data
         raise InvalidParameterError(
-            f"{caller}: the data are not separable by the ReLU features of these directions "
-            f"(γ_ℓ1 = {gamma:.3g} ≤ 1e-9·max|y_i F_ik| = {1e-9 * scale:.3g})."
+            f"{caller}: the data 'x', 'y' are not separable by the ReLU features of these 'directions' "
+            f"(γ_ℓ1 = {gamma * s:.3g} ≤ 1e-9·max|y_i F_ik| = {1e-9 * scale * s:.3g})."
         )
+    gamma = gamma * s
+    if not math.isfinite(gamma):
+        raise InvalidParameterError(f"{caller}: γ_ℓ1 overflows float64; rescale 'x' or 'directions'.")
     return L1Solution(mu=xp.asarray(mu, dtype=x.dtype, device=device_of(x)), value=gamma,
                       support=xp.asarray(support, device=device_of(x)), status=str(res.message))
 
@@ -798,15 +850,23 @@ def l1_interpolation(x, y, directions):
     caller = "l1_interpolation"
     xp = namespace(x, directions)
     x = check_array(x, "x", caller=caller, ndim=2, xp=xp)
-    F = to_numpy(relu_features(x, directions)).astype(np.float64)
+    F, s = _scaled_features(x, directions, caller, xp)
     n, K = F.shape
     yh = to_numpy(check_array(y, "y", caller=caller, ndim=1, xp=xp, shape=(n,))).astype(np.float64)
+    # (F/s)μ′ = y/t has μ′ = μ·s/t (s, t powers of two): the LP sees O(1) data at every scale of x and y
+    t = _pow2_host(yh)
     c = np.ones(2 * K)
     A_eq = np.hstack([F, -F])
-    res = linprog(c, A_eq=A_eq, b_eq=yh, bounds=[(0, None)] * (2 * K), method="highs-ds")
+    res = linprog(c, A_eq=A_eq, b_eq=yh / t, bounds=[(0, None)] * (2 * K), method="highs-ds")
     if res.status != 0:
-        raise InvalidParameterError(f"{caller}: the LP failed ({res.message}); is the data interpolable?")
+        raise InvalidParameterError(
+            f"{caller}: the LP failed ({res.message}); are the data 'x', 'y' interpolable by the ReLU features of "
+            f"these 'directions'?")
     mu = res.x[:K] - res.x[K:]
     mu = np.where(np.abs(mu) > 1e-14 * max(1.0, np.abs(mu).max()), mu, 0.0)
+    with np.errstate(over="ignore"):
+        mu = mu * (t / s)
+    if not np.all(np.isfinite(mu)):
+        raise InvalidParameterError(f"{caller}: μ overflows float64; rescale 'x', 'y' or 'directions'.")
     return L1Solution(mu=xp.asarray(mu, dtype=x.dtype, device=device_of(x)), value=float(np.abs(mu).sum()),
                       support=xp.asarray(np.nonzero(mu)[0], device=device_of(x)), status=str(res.message))

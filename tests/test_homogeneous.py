@@ -353,3 +353,28 @@ def test_init_and_width4_use_the_default_device(monkeypatch):
         _HNET.init(0, dtype=strict.int64)
     with pytest.raises(InvalidParameterError, match="dtype"):
         width4_net(4, dtype=strict.int64)
+
+
+# --------------------------------------------------------------------------- extreme scales (issue 14)
+def test_norms_measure_and_rebalance_at_1e300(asxp, tonp):
+    """‖s·W‖ = s‖W‖ (used to be inf: ΣW² overflowed); the measure μ_j = w_j‖u_j‖ of (s·W_1, W_2) is s·μ with the
+    same directions; rebalance (Prop. D.1) of (s·W_1, W_2) matches its closed form (no NaN from ‖W_1‖² = inf)."""
+    net = HomogeneousNet(3, 4, depth=2)
+    P = net.init(0, xp=np)
+    s = 1e300
+    big = [s * P[0], P[1]]
+    assert float(net.norm([asxp(W) for W in P])) == pytest.approx(math.sqrt(sum(np.sum(W**2) for W in P)), rel=1e-14)
+    ln = tonp(net.layer_norms([asxp(W) for W in big]))
+    assert ln[0] == pytest.approx(s * np.linalg.norm(P[0]), rel=1e-14)
+    assert float(net.norm([asxp(W) for W in big])) == pytest.approx(s * np.linalg.norm(P[0]), rel=1e-14)
+    d_ref, mu_ref = (tonp(v) for v in two_layer_measure([asxp(W) for W in P]))
+    d_big, mu_big = (tonp(v) for v in two_layer_measure([asxp(W) for W in big]))
+    np.testing.assert_allclose(d_big, d_ref, rtol=1e-14)
+    np.testing.assert_allclose(mu_big, s * mu_ref, rtol=1e-14)
+    # rebalance closed form: W̃_j = W_j/‖W_j‖ · (‖W_1‖‖W_2‖)^{1/2}/‖Θ‖; with ‖W_1‖ ≫ ‖W_2‖, ‖Θ‖ = ‖W_1‖ (to
+    # rounding), so W̃_j = W_j/‖W_j‖ · (‖W_2‖/‖W_1‖)^{1/2}
+    out = [tonp(v) for v in rebalance([asxp(W) for W in big])]
+    a1, a2 = np.linalg.norm(P[0]), np.linalg.norm(P[1])
+    factor = math.sqrt(a2 / a1) / math.sqrt(s)
+    np.testing.assert_allclose(out[0], P[0] / a1 * factor, rtol=1e-13)
+    np.testing.assert_allclose(out[1], P[1] / a2 * factor, rtol=1e-13)

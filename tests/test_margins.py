@@ -716,3 +716,35 @@ def test_public_functions_keep_the_inputs_device(name):
     for a in arrays:
         assert array_api_compat.is_array_api_strict_namespace(array_api_compat.array_namespace(a)), type(a)
         assert array_api_compat.device(a) == dev
+
+
+# --------------------------------------------------------------------------- extreme scales (issue 14)
+@pytest.mark.parametrize("s", [1e300, 1e-300])
+def test_max_margins_are_homogeneous_at_extreme_scales(asxp, tonp, s):
+    """γ*(s·x) = s·γ*(x) (θ̂ scales by 1/s), γ_ℓ1(s·x) = s·γ_ℓ1(x) with the same μ, and the min-ℓ1 interpolant of
+    s·y is s·μ: the solvers used to fail (HiGHS model error / 'not separable') at 1e±300."""
+    x = np.array([[1.0, 0.2], [0.8, -0.3], [-1.0, 0.1], [-0.7, -0.4]])
+    y = np.array([1.0, 1.0, -1.0, -1.0])
+    ref = M.linear_max_margin(asxp(x), asxp(y))
+    got = M.linear_max_margin(asxp(s * x), asxp(y))
+    assert got.gamma == pytest.approx(s * ref.gamma, rel=1e-10)
+    np.testing.assert_allclose(tonp(got.weights) * s, tonp(ref.weights), rtol=1e-10)
+    assert got.min_margin == pytest.approx(1.0, abs=1e-9)
+    D = M.circle_directions(16)
+    xs, ys = np.array([[0.5, 1.0], [-0.5, 1.0], [0.0, 1.0]]), np.array([1.0, 1.0, -1.0])
+    r1, r2 = M.l1_svm(asxp(xs), asxp(ys), D), M.l1_svm(asxp(s * xs), asxp(ys), D)
+    assert r2.value == pytest.approx(s * r1.value, rel=1e-9)
+    np.testing.assert_allclose(tonp(r2.mu), tonp(r1.mu), rtol=1e-9, atol=1e-12)
+    yi = np.array([1.0, 0.5, -1.0])
+    i1, i2 = M.l1_interpolation(asxp(xs), asxp(yi), D), M.l1_interpolation(asxp(xs), asxp(s * yi), D)
+    assert i2.value == pytest.approx(s * i1.value, rel=1e-9)
+    F = tonp(M.relu_features(asxp(xs), D))
+    np.testing.assert_allclose(F @ tonp(i2.mu), s * yi, rtol=1e-9)  # it interpolates s·y
+
+
+def test_regularized_loss_overflow_is_an_error_naming_params(asxp):
+    net = HomogeneousNet(2, 3, depth=2)
+    x, y = np.array([[1.0, 0.2], [-1.0, 0.1]]), np.array([1.0, -1.0])
+    params = [1e300 * W for W in net.init(0, xp=np)]  # λ‖Θ‖² ~ 1e600
+    with pytest.raises(InvalidParameterError, match="params"):
+        M.regularized_loss(net, [asxp(W) for W in params], asxp(x), asxp(y), 0.1)

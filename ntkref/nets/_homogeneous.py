@@ -140,20 +140,20 @@ class HomogeneousNet:
         return [host_draw(rng, shape, xp, dtype, device, scale) for shape in self.shapes]
 
     # ---------------------------------------------------------------- checks
-    def _check_params(self, params, caller):
+    def _check_params(self, params, caller, name="params"):
         if not isinstance(params, (list, tuple)) or len(params) != self.depth:
             got = len(params) if isinstance(params, (list, tuple)) else type(params).__name__
             raise InvalidParameterError(
-                f"The 'params' parameter of {caller} must be a list of {self.depth} weight matrices. Got {got}."
+                f"The {name!r} parameter of {caller} must be a list of {self.depth} weight matrices. Got {got}."
             )
         xp = namespace(*params)
         out = []
         for ell, (W, shape) in enumerate(zip(params, self.shapes)):
-            W = check_array(W, f"params[{ell}]", caller=caller, ndim=2, xp=xp,
+            W = check_array(W, f"{name}[{ell}]", caller=caller, ndim=2, xp=xp,
                             dtype=out[0].dtype if out else None)
             if tuple(W.shape) != shape:
                 raise InvalidParameterError(
-                    f"The 'params[{ell}]' parameter of {caller} must have shape {shape}; got {tuple(W.shape)}."
+                    f"The '{name}[{ell}]' parameter of {caller} must have shape {shape}; got {tuple(W.shape)}."
                 )
             out.append(W)
         return xp, out
@@ -248,12 +248,12 @@ class HomogeneousNet:
     def norm(self, params):
         """‖Θ‖_F = (Σ_ℓ ‖W_ℓ‖_F²)^{1/2} over all layers, a 0-d array."""
         xp, params = self._check_params(params, "HomogeneousNet.norm")
-        return xp.sqrt(sum(xp.sum(W * W) for W in params))
+        return _fro_norm(params, xp)
 
     def layer_norms(self, params):
         """‖W_ℓ‖_F for ℓ = 1..q, an array of shape (q,)."""
         xp, params = self._check_params(params, "HomogeneousNet.layer_norms")
-        return xp.stack([xp.sqrt(xp.sum(W * W)) for W in params])
+        return xp.stack([_fro_norm([W], xp) for W in params])
 
     # ------------------------------------------------------- flat parameters
     def flatten(self, params):
@@ -272,6 +272,27 @@ class HomogeneousNet:
             out.append(xp.reshape(vector[offset:offset + size], shape))
             offset += size
         return out
+
+
+def _pow2_scale(arrays, xp):
+    """A power of two near the largest |entry| of ``arrays`` (1 if all are zero), a 0-d array: dividing by it is
+    exact and brings the entries to O(1), so that sums of squares neither overflow nor underflow."""
+    big = None
+    for W in arrays:
+        if W.size:
+            m = xp.max(xp.abs(W))
+            big = m if big is None else xp.maximum(big, m)
+    ref = arrays[0]
+    if big is None:
+        return xp.asarray(1.0, dtype=ref.dtype, device=device_of(ref))
+    big = xp.where(big > 0, big, xp.ones_like(big))
+    return xp.pow(xp.asarray(2.0, dtype=ref.dtype, device=device_of(ref)), xp.floor(xp.log2(big)))
+
+
+def _fro_norm(arrays, xp):
+    """(Σ‖W‖_F²)^{1/2} = s·(Σ‖W/s‖_F²)^{1/2} (s a power of two): finite for every finite input whose norm is."""
+    s = _pow2_scale(arrays, xp)
+    return s * xp.sqrt(sum(xp.sum((W / s) * (W / s)) for W in arrays))
 
 
 # --------------------------------------------------------------------------- constructions
@@ -350,9 +371,11 @@ def two_layer_measure(params):
     W1 = check_array(params[0], "params[0]", caller=caller, ndim=2, xp=xp)
     W2 = check_array(params[1], "params[1]", caller=caller, ndim=2, xp=xp, shape=(W1.shape[1], 1), dtype=W1.dtype)
     U = xp.matrix_transpose(W1)
-    norms = xp.sqrt(xp.sum(U * U, axis=1))
-    safe = xp.where(norms > 0, norms, xp.ones_like(norms))
-    return U / safe[:, None], W2[:, 0] * norms
+    s = _pow2_scale([U], xp)  # ‖u_j‖ = s‖u_j/s‖: no overflow of Σu² for large finite weights
+    Us = U / s
+    scaled = xp.sqrt(xp.sum(Us * Us, axis=1))
+    safe = xp.where(scaled > 0, scaled, xp.ones_like(scaled))
+    return Us / safe[:, None], (W2[:, 0] * scaled) * s
 
 
 def zero_pad(params, width):
@@ -403,13 +426,19 @@ def rebalance(params):
     xp = namespace(*params)
     params = _check_matrices(params, caller, xp)
     q = len(params)
-    sq = [xp.sum(W * W) for W in params]
+    # per layer W = s·V (s a power of two, V = O(1)): ‖W‖ = s‖V‖ in logs, so that no norm over- or underflows
+    scales = [_pow2_scale([W], xp) for W in params]
+    vs = [W / s for W, s in zip(params, scales)]
+    sq = [xp.sum(V * V) for V in vs]
     if any(not bool(s > 0) for s in sq):
         raise InvalidParameterError(f"{caller}: every layer of 'params' must be nonzero.")
-    log_norms = [0.5 * xp.log(s) for s in sq]
-    total = xp.sqrt(sum(sq))
+    log_norms = [0.5 * xp.log(s) + xp.log(c) for s, c in zip(sq, scales)]
+    two = xp.stack([2.0 * ln for ln in log_norms])
+    top = xp.max(two)
+    log_total = 0.5 * (top + xp.log(xp.sum(xp.exp(two - top))))  # log ‖Θ‖_F (log-sum-exp)
     log_geo = sum(log_norms) / q  # log (Π‖W_k‖)^{1/q}, in logs: deep nets' products under/overflow
-    return [W * xp.exp(log_geo - ln) / total for W, ln in zip(params, log_norms)]
+    # W̃_j = (W_j/‖W_j‖)·(Π‖W_k‖)^{1/q}/‖Θ‖, with W_j/‖W_j‖ = V_j/‖V_j‖
+    return [V / xp.sqrt(s) * xp.exp(log_geo - log_total) for V, s in zip(vs, sq)]
 
 
 def width4_net(d, *, xp=None, dtype=None, device=None):
