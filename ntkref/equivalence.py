@@ -18,12 +18,16 @@ Which network matches which machine (see :mod:`ntkref.nets._train` for the deriv
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from . import dynamics as _dynamics
 from . import kernels as _kernels
-from ._backend import namespace
+from . import losses as _losses
+from ._backend import is_array, namespace
+from ._validation import InvalidParameterError, check_array
 from .nets import train as _train
+from .nets._common import input_on
 
 __all__ = ["Comparison", "compare"]
 
@@ -69,7 +73,11 @@ def compare(
     The KM starts from g₀ = f₀ (the network's initial outputs) with coefficients α₀ = 0; under (8)
     its g₀ decays like (1 − ηλ)^k, while ``"from_init"`` keeps the network's f₀, so the two agree
     only for f₀ = 0 (:class:`~ntkref.nets.Antisymmetric`, or its :class:`~ntkref.nets.Linearized`).
+
+    Finite or an error: ``params`` must be the network's parameters (as ``net.init`` returns them), the loss of the initial outputs f₀ against ``y`` must be representable, ``x_test`` (if
+    given) needs a row, and a record that overflows during training is an error naming the inputs.
     """
+    _check_inputs(net, params, x, y, loss, x_test)
     nn = _train(
         net, params, x, y, loss, lam, lr, steps, x_test=x_test, regularize=regularize,
         reduction=reduction, track_kernel=track_kernel,
@@ -92,4 +100,70 @@ def compare(
         Kt = _kernels.fc(x_test, x, depth=base.depth, W_std=list(base.W_std), b_std=list(base.b_std)).ntk if x_test is not None else None
         km_a = _dynamics.subgradient_descent(K, y, loss, lam, lr, steps, K_test=Kt, g0=g0, g0_test=g0t, reduction=reduction)
         gap_a = xp.sqrt(xp.sum((nn.f_train - km_a.g_train) ** 2, axis=1))
-    return Comparison(nn, km, km_a, gap, gap_t, gap_a, nn.drift)
+    out = Comparison(nn, km, km_a, gap, gap_t, gap_a, nn.drift)
+    bad = _first_non_finite(out, "")
+    if bad is not None:
+        who = "'x_test'" if "test" in bad else "'x', 'y', 'params' and 'lr'"
+        raise FloatingPointError(
+            f"compare: the record {bad[1:]} is not finite (float overflow while training or tracking the kernel); "
+            f"rescale {who}.")
+    return out
+
+
+def _check_inputs(net, params, x, y, loss, x_test):
+    """What ``nets.train`` would only find deep inside (or name by an internal variable), named here."""
+    caller = "compare"
+    if is_array(params) or not isinstance(params, (list, tuple)) or not params:
+        raise InvalidParameterError(
+            f"The 'params' parameter of {caller} must be the network's parameters as returned by net.init (a "
+            f"list of layers, or a tuple of such lists). Got {type(params).__name__} instead.")
+    if x_test is not None and is_array(x_test) and x_test.ndim == 2 and x_test.shape[0] == 0:
+        raise InvalidParameterError(
+            f"The 'x_test' parameter of {caller} must have at least one row (gap_test is a max over the test "
+            f"points); got shape {tuple(x_test.shape)}. Pass x_test=None for no test points.")
+    loss = _losses.get(loss)
+    f0 = net.apply(params, x)
+    xp = namespace(f0)
+    y = check_array(input_on(y, f0), "y", caller=caller, ndim=1, xp=xp)
+    if y.shape[0] != f0.shape[0]:
+        raise InvalidParameterError(f"The 'y' parameter of {caller} must have one entry per row of x "
+                                    f"({f0.shape[0]}); got shape {tuple(y.shape)}.")
+    f_max = float(xp.max(xp.abs(f0))) if f0.shape[0] else 0.0
+    y_max = float(xp.max(xp.abs(y))) if y.shape[0] else 0.0
+    try:
+        value = loss.value(f0, xp.astype(y, f0.dtype))
+    except InvalidParameterError as exc:
+        if "overflows" not in str(exc):
+            raise InvalidParameterError(f"The 'y' parameter of {caller} does not fit the {loss.name} loss: {exc}") from None
+        value = None
+    if value is None or not bool(xp.all(xp.isfinite(value))):
+        who = "'y'" if y_max >= f_max else "'x' (or 'params')"
+        raise InvalidParameterError(
+            f"compare: the {loss.name} loss of the initial outputs f0 against y overflows (max|y| = {y_max:.3g}, "
+            f"max|f0| = {f_max:.3g}); the scale of {who} is too large. Rescale it.")
+
+
+def _first_non_finite(obj, path):
+    """The dotted path of the first floating array (or float) in ``obj`` with a NaN or inf, else None."""
+    import math
+
+    if obj is None or isinstance(obj, (str, bool, int)):
+        return None
+    if isinstance(obj, float):
+        return path if not math.isfinite(obj) else None
+    if is_array(obj):
+        xp = namespace(obj)
+        if xp.isdtype(obj.dtype, "real floating") and obj.size and not bool(xp.all(xp.isfinite(obj))):
+            return path
+        return None
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        items = ((f.name, getattr(obj, f.name)) for f in dataclasses.fields(obj))
+    elif isinstance(obj, (list, tuple)):
+        items = ((str(i), v) for i, v in enumerate(obj))
+    else:
+        return None
+    for name, v in items:
+        bad = _first_non_finite(v, f"{path}.{name}")
+        if bad is not None:
+            return bad
+    return None

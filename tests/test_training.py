@@ -1,5 +1,4 @@
 """Finite nets trained on seed 000's losses vs their kernel machines (issue 4 items 1–2, 4)."""
-import math
 
 import numpy as np
 import pytest
@@ -160,6 +159,44 @@ def test_compare_side_by_side(xp, asxp, tonp):
         c = equivalence.compare(net, net.init(1, xp=xp), asxp(x), asxp(y), "hinge", 0.5, 0.05, 40, x_test=asxp(xt), analytic=True)
         gaps.append((float(tonp(c.gap_train)[-1]), float(tonp(c.gap_train_analytic)[-1]), float(tonp(c.gap_test)[-1])))
     assert gaps[1][0] < 0.5 * gaps[0][0] and gaps[1][1] < 0.5 * gaps[0][1] and gaps[1][2] < gaps[0][2], gaps
+
+
+def test_compare_bad_input_and_extreme_test_scales(xp, asxp, tonp):
+    """equivalence.compare, finite or error (issue 14).  The test points enter only the records and, for a ReLU
+    net without biases, f(c·x) = c·f(x) and Θ̂(c·x, x') = c·Θ̂(x, x') exactly for powers of two c: at c = 2^400 the
+    test records are exactly c times those at c = 1; at c = 2^1000 the squared drift overflows in nets.train,
+    which is an error naming x_test (or, once that norm is scaled, the same identity).  Targets whose loss at
+    f₀ overflows, an empty x_test and parameters that are not the network's are refused naming them."""
+    from ntkref import equivalence
+
+    x, y, xt = _data(3, n=6, m=3)
+    net = nets.FullyConnected(3, 16, depth=1)
+    p0 = net.init(0, xp=xp)
+    run = lambda **kw: equivalence.compare(**{**dict(net=net, params=p0, x=asxp(x), y=asxp(y), loss="squared",  # noqa: E731
+                                                     lam=0.1, lr=0.01, steps=3, x_test=asxp(xt)), **kw})
+    ref = run()
+    c = 2.0 ** 400
+    big = run(x_test=asxp(c * xt))
+    np.testing.assert_array_equal(tonp(big.nn.f_test), c * tonp(ref.nn.f_test))
+    np.testing.assert_array_equal(tonp(big.km.g_test), c * tonp(ref.km.g_test))
+    np.testing.assert_array_equal(tonp(big.gap_test), c * tonp(ref.gap_test))
+    np.testing.assert_array_equal(tonp(big.gap_train), tonp(ref.gap_train))
+    c = 2.0 ** 1000
+    try:
+        huge = run(x_test=asxp(c * xt))
+    except (FloatingPointError, InvalidParameterError) as exc:
+        assert "'x_test'" in str(exc)
+    else:
+        np.testing.assert_array_equal(tonp(huge.nn.f_test), c * tonp(ref.nn.f_test))
+        np.testing.assert_array_equal(tonp(huge.nn.drift_test), c * tonp(ref.nn.drift_test))
+    with pytest.raises(InvalidParameterError, match="'y'.*too large|scale of 'y'"):
+        run(y=asxp(1e300 * y))
+    with pytest.raises(InvalidParameterError, match="'x_test'.*at least one row"):
+        run(x_test=asxp(xt[:0]))
+    with pytest.raises(InvalidParameterError, match="'params'"):
+        run(params=p0[0][0])
+    with pytest.raises(InvalidParameterError, match="'y'"):
+        run(loss="hinge", y=asxp(2 * y))
 
 
 def test_kappa_scaled_wide_nets_approach_kernel_regression(xp, asxp, tonp):
