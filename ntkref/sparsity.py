@@ -20,6 +20,13 @@ Accuracy: every quantity is exact arithmetic up to rounding (float64: kernels to
 objective's terms to ~1e-14 relative; float32 inputs give float32 results, ~1e-6 relative).  Gradients are
 exact (hand-written backward and Hessian-vector passes) wherever no ReLU pre-activation is exactly 0.
 
+Finite or error: parameters, masks and inputs are checked up front, each error naming the argument
+(``params``/``params0``/``student``, ``mask``, ``x``/``x_adv``/``x_adv_sparse``/``x1``/``x2``).  A result that
+is beyond the dtype's range for valid finite inputs (an attack gradient, a kernel, an AWT term or gradient) is a
+``FloatingPointError`` naming the inputs it grows with, never inf or NaN; training that diverges names ``lr``.
+Where the mathematics is scale-free the computation is rescaled instead (norms; :func:`adversarial_linear_direction`
+solves on X scaled by a power of two, exactly covariant from |x| ~ 1e-300 to 1e300).
+
 Seed 003 equations implemented here
 -----------------------------------
 - §3.2.2, (3.11): the sparse network f_{m⊙θ}, its Jacobian and (mixed) tangent kernel —
@@ -80,7 +87,7 @@ import numpy as np
 
 from . import adversarial as _adv
 from . import losses as _losses
-from ._backend import creation_target, device_of, namespace, to_numpy
+from ._backend import device_of, namespace, to_numpy
 from ._compat import erf
 from ._validation import InvalidParameterError, check_array, check_int, check_labels, check_memory, check_option, check_real
 from .nets._common import check_pairs, init_target
@@ -198,13 +205,6 @@ class LinearModel:
     def input_gradient(self, params, x):
         xp, x = self._check(params, x)
         return xp.zeros_like(x) + xp.reshape(params[0][0], (1, -1))
-
-
-def _target(xp, device):
-    """(namespace, device) for arrays created from host draws: ``xp=None`` is the default namespace, and ``device=None``
-    the default device (``NTKREF_DEVICE``) whenever the namespace is the default one."""
-    xp, device = creation_target(xp, device)
-    return xp, device
 
 
 # ==================================================================================================
