@@ -100,7 +100,8 @@ def _kernels():
     x1, x2 = _x(4, 3), _x(3, 3, seed=1)
     img = _rng(2).normal(size=(2, 1, 4, 4))
     pos = (_rng(3).uniform(0.1, 1.0, size=(4, 3)), _rng(4).uniform(0.1, 1.0, size=(3, 3)))
-    kern = dict(reals={"W_std": [-1.0, 0.0], "b_std": [-1.0]}, ints={"depth": [-1, 1.5, "1"]})
+    # W_std = 0 is valid (like fc's): every layer's output is the bias, the kernel is b_std²-constant / zero
+    kern = dict(reals={"W_std": [-1.0], "b_std": [-1.0]}, ints={"depth": [-1, 1.5, "1"]})
     add(
         E("kernels.fc", lambda: (k.fc, dict(x1=x1, x2=x2, depth=2, b_std=0.1)), arrays=("x1", "x2"),
           options=("activation", "method", "engine", "get"),

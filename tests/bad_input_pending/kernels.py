@@ -1,9 +1,5 @@
 """Pending bad-input cases: kernels (see the package docstring)."""
 
-NUMPY = {
-    'kernels.cntk|W_std|0.0': 'pending fix in ntkref/kernels/_cntk.py: no error raised',
-}
+NUMPY = {}
 
-OTHER = {
-    'kernels.cntk|x1|namespace': 'pending fix in ntkref/kernels.py (non-NumPy backends): Arrays are not equal',
-}
+OTHER = {}
