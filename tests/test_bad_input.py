@@ -319,7 +319,9 @@ def _nets():
         E("nets.Antisymmetric", lambda: (N.Antisymmetric, dict(net=fc)), options=("net",)),
         E("nets.empirical_ntk", lambda: (N.empirical_ntk, dict(net=fc, params=fc.init(0), x1=x, x2=x2)),
           arrays=("x1", "x2"), trees=("params",)),
-        E("nets.flatten_params", lambda: (N.flatten_params, dict(params=fc.init(0))), trees=("params",)),
+        # a shorter list of (W, b) pairs is a valid (shallower) parameter list: flatten_params knows no network
+        E("nets.flatten_params", lambda: (N.flatten_params, dict(params=fc.init(0))), trees=("params",),
+          skip={("params", "short"): "any list of (W, b) pairs flattens; there is no expected depth"}),
         E("nets.unflatten_params", lambda: (N.unflatten_params, dict(
             vector=np.linspace(-1, 1, N.flatten_params(fc.init(0)).shape[0]), like=fc.init(0))),
           arrays=("vector",), trees=("like",)),
@@ -327,9 +329,11 @@ def _nets():
             directions=np.array([[1.0, 0.0], [0.0, 1.0], [0.6, 0.8]]), mu=np.array([0.5, -0.3, 0.2]))),
           arrays=("directions", "mu"), ints={"width": [0, 1]}),
         E("nets.two_layer_measure", lambda: (N.two_layer_measure, dict(params=hom.init(0))), trees=("params",)),
+        # zero_pad and rebalance take any depth (documented): one matrix is a valid depth-1 (linear) net
         E("nets.zero_pad", lambda: (N.zero_pad, dict(params=hom.init(0), width=6)), trees=("params",),
-          ints={"width": [2, -1]}),
-        E("nets.rebalance", lambda: (N.rebalance, dict(params=hom.init(0))), trees=("params",)),
+          ints={"width": [2, -1]}, skip={("params", "short"): "a depth-1 net is valid (no hidden layer to pad)"}),
+        E("nets.rebalance", lambda: (N.rebalance, dict(params=hom.init(0))), trees=("params",),
+          skip={("params", "short"): "a depth-1 net is valid (Prop. D.1 with q = 1: W/||W||)"}),
         E("nets.width4_net", lambda: (N.width4_net, dict(d=3)), ints={"d": [0, -1, 1]}),
         E("nets.train", lambda: (N.train, dict(net=fc, params=fc.init(0), x=x, y=_y(4), loss="squared", lam=0.1,
                                                lr=0.05, steps=2, x_test=x2)),

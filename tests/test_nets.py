@@ -223,3 +223,27 @@ def test_empirical_ntk_is_homogeneous_up_to_large_scales(xp, asxp, tonp):
     ref = tonp(nets.empirical_ntk(net, params, asxp(x)))
     got = tonp(nets.empirical_ntk(net, params, asxp(1e100 * x)))
     assert np.allclose(got / 1e200, ref, rtol=1e-13, atol=0)
+
+
+def test_empirical_ntk_on_dask_inputs_equals_numpy():
+    """A Dask x1 (or x2) gives the lazy blockwise Gram of ntkref._dask: equal to the NumPy empirical NTK (the
+    symmetric x2=None Gram too, whose lower blocks are transposes of upper ones)."""
+    da = pytest.importorskip("dask.array")
+    import dask
+
+    from ntkref import nets as N
+
+    net = N.FullyConnected(3, 16, depth=2, b_std=0.3)
+    params = net.init(0, xp=np)
+    rng = np.random.default_rng(7)
+    x1, x2 = rng.normal(size=(7, 3)), rng.normal(size=(5, 3))
+    with dask.config.set(scheduler="synchronous"):
+        for a, b in ((da.from_array(x1, chunks=(3, 3)), da.from_array(x2, chunks=(2, 3))),
+                     (da.from_array(x1, chunks=(3, 3)), x2)):
+            lazy = N.empirical_ntk(net, params, a, b)
+            assert isinstance(lazy, da.Array)
+            np.testing.assert_allclose(lazy.compute(), net.empirical_ntk(params, x1, x2), rtol=1e-13, atol=1e-13)
+        sym = N.empirical_ntk(net, params, da.from_array(x1, chunks=(3, 3))).compute()
+    ref = net.empirical_ntk(params, x1)
+    np.testing.assert_allclose(sym, ref, rtol=1e-13, atol=1e-13)
+    np.testing.assert_array_equal(sym, sym.T)

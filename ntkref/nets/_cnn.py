@@ -115,6 +115,9 @@ class ConvNet:
         if isinstance(channels, numbers.Integral) and not isinstance(channels, bool):
             widths = [channels] * self.depth
         else:
+            if not isinstance(channels, (list, tuple)):
+                raise InvalidParameterError(
+                    f"The 'channels' parameter of {_CALLER} must be an int or {self.depth} ints. Got {channels!r}.")
             widths = list(channels)
             if len(widths) != self.depth:
                 raise InvalidParameterError(
@@ -250,7 +253,7 @@ class ConvNet:
         if self.readout == "gap":
             features = xp.mean(h, axis=(1, 2))
         else:
-            features = xp.reshape(xp.permute_dims(h, (0, 3, 1, 2)), (n, -1))
+            features = xp.reshape(xp.permute_dims(h, (0, 3, 1, 2)), (n, math.prod(h.shape[1:])))
         return columns, zs, features
 
     def apply(self, params, x):
@@ -325,9 +328,9 @@ class ConvNet:
             return grads
         blocks = []
         for dW, db in grads:
-            blocks.append(xp.reshape(dW, (n, -1)))
+            blocks.append(xp.reshape(dW, (n, math.prod(dW.shape[1:]))))
             if db is not None:
-                blocks.append(xp.reshape(db, (n, -1)))
+                blocks.append(xp.reshape(db, (n, math.prod(db.shape[1:]))))
         return xp.concat(blocks, axis=1)
 
     def vjp(self, params, x, cotangent):
@@ -366,9 +369,9 @@ class ConvNet:
         terms = []
         for (w1, b1), (w2, b2) in zip(g1, g2):
             n1, n2 = w1.shape[0], w2.shape[0]
-            t = xp.reshape(w1, (n1, -1)) @ xp.permute_dims(xp.reshape(w2, (n2, -1)), (1, 0))
+            t = xp.reshape(w1, (n1, math.prod(w1.shape[1:]))) @ xp.permute_dims(xp.reshape(w2, (n2, math.prod(w2.shape[1:]))), (1, 0))
             if b1 is not None:
-                t = t + xp.reshape(b1, (n1, -1)) @ xp.permute_dims(xp.reshape(b2, (n2, -1)), (1, 0))
+                t = t + xp.reshape(b1, (n1, math.prod(b1.shape[1:]))) @ xp.permute_dims(xp.reshape(b2, (n2, math.prod(b2.shape[1:]))), (1, 0))
             if x2 is None:
                 t = (t + xp.permute_dims(t, (1, 0))) / 2.0
             terms.append(t)

@@ -77,6 +77,9 @@ class FullyConnected:
         if isinstance(width, numbers.Integral) and not isinstance(width, bool):
             widths = [width] * self.depth
         else:
+            if not isinstance(width, (list, tuple)):
+                raise InvalidParameterError(
+                    f"The 'width' parameter of FullyConnected must be an int or {self.depth} ints. Got {width!r}.")
             widths = list(width)
             if len(widths) != self.depth:
                 raise InvalidParameterError(
@@ -183,7 +186,7 @@ class FullyConnected:
         for ell in range(self.depth + 1):
             c = self.W_std[ell] / math.sqrt(self.fan_in[ell])
             outer = c * (hs[ell][:, :, None] * deltas[ell][:, None, :])
-            blocks.append(xp.reshape(outer, (n, -1)))
+            blocks.append(xp.reshape(outer, (n, math.prod(outer.shape[1:]))))
             if params[ell][1] is not None:
                 blocks.append(self.b_std[ell] * deltas[ell])
         return xp.concat(blocks, axis=1)
@@ -241,5 +244,11 @@ def check_finite_ntk(out, caller):
 
 
 def empirical_ntk(net, params, x1, x2=None):
-    """Empirical tangent kernel Θ̂(w; x1, x2) of ``net`` at ``params`` (seed 000 Def. 2.1)."""
+    """Empirical tangent kernel Θ̂(w; x1, x2) of ``net`` at ``params`` (seed 000 Def. 2.1).
+
+    A Dask ``x1`` or ``x2`` gives a lazy Gram of Dask arrays, one task per block (``ntkref._dask``)."""
+    from .. import _dask
+
+    if _dask.is_dask(x1) or _dask.is_dask(x2):
+        return _dask.empirical_ntk(net, params, x1, x2)
     return net.empirical_ntk(params, x1, x2)

@@ -242,7 +242,7 @@ class HomogeneousNet:
         hs, zs = self._forward(params, x, xp)
         top = xp.ones((n, 1), dtype=x.dtype, device=device_of(x))
         deltas = self._backward(params, hs, zs, top, xp)
-        return xp.concat([xp.reshape(h[:, :, None] * d[:, None, :], (n, -1)) for h, d in zip(hs, deltas)], axis=1)
+        return xp.concat([xp.reshape(h[:, :, None] * d[:, None, :], (n, h.shape[1] * d.shape[1])) for h, d in zip(hs, deltas)], axis=1)
 
     # ------------------------------------------------------------------ norm
     def norm(self, params):
@@ -392,7 +392,12 @@ def zero_pad(params, width):
     xp = namespace(*params)
     params = _check_matrices(params, caller, xp)
     n_hidden = len(params) - 1
-    widths = [width] * n_hidden if isinstance(width, numbers.Integral) and not isinstance(width, bool) else list(width)
+    if isinstance(width, numbers.Integral) and not isinstance(width, bool):
+        widths = [width] * n_hidden
+    elif isinstance(width, (list, tuple)):
+        widths = list(width)
+    else:
+        raise InvalidParameterError(f"The 'width' parameter of {caller} must be an int or {n_hidden} ints. Got {width!r}.")
     if len(widths) != n_hidden:
         raise InvalidParameterError(f"The 'width' parameter of {caller} must be an int or {n_hidden} ints.")
     widths = [check_int(w, "width", caller=caller, low=params[i].shape[1]) for i, w in enumerate(widths)]

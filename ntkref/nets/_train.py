@@ -192,7 +192,10 @@ def train(
     -------
     NetTrajectory
     """
+    from ._wrappers import validate_params
+
     loss = _losses.get(loss)
+    params = validate_params(net, params, "train")
     first = params[0][0][0] if isinstance(params, tuple) else params[0][0]
     xp = namespace(first)
     x = check_array(input_on(x, first), "x", caller="train", ndim=2, xp=xp)
@@ -259,9 +262,16 @@ def train(
     n_batches = 1 if batch_size is None else math.ceil(n / batch_size)
     order = None
     for step in range(steps + 1):
-        f_raw = net.apply(params_t, x)
-        f_tr = f_raw - shift_train
-        lp = loss.derivative(f_tr, y)
+        try:
+            f_raw = net.apply(params_t, x)
+            f_tr = f_raw - shift_train
+            lp = loss.derivative(f_tr, y)
+        except InvalidParameterError as exc:
+            if step == 0:
+                raise
+            raise InvalidParameterError(
+                f"train: training diverged before step {step} (non-finite weights or outputs); lower 'lr', or "
+                f"rescale 'x', 'y' or 'params'. ({exc})") from exc
         Kt = None
         if track_kernel:
             Kt = net.empirical_ntk(params_t, x)

@@ -22,7 +22,7 @@ from .._validation import InvalidParameterError, check_array
 from ._common import check_pairs
 from ._fc import check_finite_ntk
 
-__all__ = ["Antisymmetric", "Linearized", "Scaled", "flatten_params", "unflatten_params"]
+__all__ = ["Antisymmetric", "Linearized", "Scaled", "flatten_params", "unflatten_params"]  # validate_params: internal
 
 
 def flatten_params(params, xp=None):
@@ -45,8 +45,12 @@ def unflatten_params(vector, like):
     check_pairs(like, "unflatten_params", name="like")
     xp = namespace(like[0][0])
     size = sum(W.shape[0] * W.shape[1] + (0 if b is None else b.shape[0]) for W, b in like)
-    vector = check_array(vector, "vector", caller="unflatten_params", ndim=1, xp=xp, shape=(size,),
+    vector = check_array(vector, "vector", caller="unflatten_params", ndim=1, xp=xp,
                          dtype=like[0][0].dtype, like=like[0][0])
+    if vector.shape[0] != size:
+        raise InvalidParameterError(
+            f"The 'vector' parameter of unflatten_params has {vector.shape[0]} entries; the parameters 'like' "
+            f"({len(like)} layers) hold {size}.")
     out, offset = [], 0
     for W, b in like:
         size = W.shape[0] * W.shape[1]
@@ -58,6 +62,19 @@ def unflatten_params(vector, like):
             offset += b.shape[0]
         out.append((Wn, bn))
     return out
+
+
+def validate_params(net, params, caller, name="params"):
+    """``params`` checked against ``net`` (structure, layer count, finite real arrays) with every error naming
+    ``name``: the wrappers recurse, HomogeneousNet has its list of matrices, the others (W, b) pairs."""
+    from ._homogeneous import HomogeneousNet
+
+    if isinstance(net, (Antisymmetric, Scaled, Linearized)):
+        return net._validate(params, caller, name)
+    if isinstance(net, HomogeneousNet):
+        return net._check_params(params, caller, name=name)[1]
+    depth = getattr(net, "depth", None)
+    return check_pairs(params, caller, None if depth is None else depth + 1, name=name)
 
 
 def _check_net(net, caller):
@@ -90,17 +107,29 @@ class Antisymmetric:
         pb = [(W + 0, None if b is None else b + 0) for W, b in pa]  # an independent copy
         return (pa, pb)
 
+    def _pair(self, params, caller, name="params"):
+        if not isinstance(params, (list, tuple)) or len(params) != 2 or not all(
+                isinstance(p, (list, tuple)) for p in params):
+            raise InvalidParameterError(
+                f"The {name!r} parameter of {caller} must be a pair (params_A, params_B) of parameter lists, "
+                f"as returned by init. Got {type(params).__name__} instead.")
+        return params
+
+    def _validate(self, params, caller, name="params"):
+        pa, pb = self._pair(params, caller, name)
+        return (validate_params(self.net, pa, caller, name), validate_params(self.net, pb, caller, name))
+
     def apply(self, params, x):
-        pa, pb = params
+        pa, pb = self._pair(params, "Antisymmetric.apply")
         return (self.net.apply(pa, x) - self.net.apply(pb, x)) / math.sqrt(2.0)
 
     def jacobian(self, params, x):
-        pa, pb = params
+        pa, pb = self._validate(params, "Antisymmetric.jacobian")
         xp = namespace(pa[0][0])
         return xp.concat([self.net.jacobian(pa, x), -self.net.jacobian(pb, x)], axis=1) / math.sqrt(2.0)
 
     def vjp(self, params, x, cotangent):
-        pa, pb = params
+        pa, pb = self._pair(params, "Antisymmetric.vjp")
         c = 1 / math.sqrt(2.0)
         ga = self.net.vjp(pa, x, cotangent)
         gb = self.net.vjp(pb, x, cotangent)
@@ -108,14 +137,15 @@ class Antisymmetric:
         return (scale(ga, c), scale(gb, -c))
 
     def empirical_ntk(self, params, x1, x2=None):
-        pa, pb = params
+        pa, pb = self._pair(params, "Antisymmetric.empirical_ntk")
         # halves first: the sum of two kernels near the largest float would overflow
         out = self.net.empirical_ntk(pa, x1, x2) / 2 + self.net.empirical_ntk(pb, x1, x2) / 2
         return check_finite_ntk(out, "Antisymmetric.empirical_ntk")
 
     def readout_layers(self, params):
         """The readout (W, b) of each copy: the parameters that (7) regularises."""
-        return [params[0][-1], params[1][-1]]
+        pa, pb = self._validate(params, "Antisymmetric.readout_layers")
+        return [pa[-1], pb[-1]]
 
 
 class Linearized:
@@ -123,7 +153,12 @@ class Linearized:
 
     def __init__(self, net, params0):
         _check_net(net, "Linearized")
+        if not isinstance(params0, (list, tuple)):
+            raise InvalidParameterError(
+                f"The 'params0' parameter of Linearized must be a list of (W, b) pairs (or a tuple of such lists). "
+                f"Got {type(params0).__name__} instead.")
         for p in (params0 if isinstance(params0, tuple) else (params0,)):
+            check_pairs(p, "Linearized", None, name="params0")
             check_pairs(p, "Linearized", getattr(net, "depth", len(p) - 1) + 1, name="params0")
         self.net = net
         self.params0 = params0
@@ -137,8 +172,16 @@ class Linearized:
         return self.net.n_params
 
     def init(self, seed=None, *, xp=None, dtype=None, device=None):
-        """The expansion point itself (``seed`` is ignored: the model is defined around ``params0``)."""
-        copy = lambda p: [(W + 0, None if b is None else b + 0) for W, b in p]  # noqa: E731
+        """The expansion point itself (``seed`` is ignored: the model is defined around ``params0``), in
+        ``dtype`` if given (a real floating dtype)."""
+        from ._common import init_target
+
+        if dtype is not None:
+            _, dt, _ = init_target(self._xp, dtype, None, "Linearized.init")
+            cast = lambda a: self._xp.astype(a, dt)  # noqa: E731
+        else:
+            cast = lambda a: a + 0  # noqa: E731
+        copy = lambda p: [(cast(W), None if b is None else cast(b)) for W, b in p]  # noqa: E731
         return tuple(copy(p) for p in self.params0) if isinstance(self.params0, tuple) else copy(self.params0)
 
     def _check_params(self, params):
@@ -152,6 +195,9 @@ class Linearized:
         for p, p0 in zip(copies, self.params0 if isinstance(self.params0, tuple) else (self.params0,)):
             check_pairs(p, "Linearized", len(p0))
         return params
+
+    def _validate(self, params, caller, name="params"):
+        return self._check_params(params)
 
     def apply(self, params, x):
         xp = self._xp
@@ -208,5 +254,9 @@ class Scaled:
     def empirical_ntk(self, params, x1, x2=None):
         return check_finite_ntk((self.kappa**2) * self.net.empirical_ntk(params, x1, x2), "Scaled.empirical_ntk")
 
+    def _validate(self, params, caller, name="params"):
+        return validate_params(self.net, params, caller, name)
+
     def readout_layers(self, params):
+        params = validate_params(self.net, params, "Scaled.readout_layers")
         return self.net.readout_layers(params) if hasattr(self.net, "readout_layers") else [params[-1]]

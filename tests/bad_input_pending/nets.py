@@ -1,48 +1,5 @@
 """Pending bad-input cases: nets (see the package docstring)."""
 
-NUMPY = {
-    'nets.Antisymmetric.apply|params|array': "pending fix in ntkref/nets/: ValueError does not name ['params']: too many values to unpack (expected 2)",
-    'nets.Antisymmetric.apply|params|short': "pending fix in ntkref/nets/: ValueError does not name ['params']: not enough values to unpack (expected 2, got 1)",
-    'nets.Antisymmetric.empirical_ntk|params|array': "pending fix in ntkref/nets/: ValueError does not name ['params']: too many values to unpack (expected 2)",
-    'nets.Antisymmetric.empirical_ntk|params|short': "pending fix in ntkref/nets/: ValueError does not name ['params']: not enough values to unpack (expected 2, got 1)",
-    'nets.Antisymmetric.jacobian|params|array': "pending fix in ntkref/nets/: ValueError does not name ['params']: too many values to unpack (expected 2)",
-    'nets.Antisymmetric.jacobian|params|short': "pending fix in ntkref/nets/: ValueError does not name ['params']: not enough values to unpack (expected 2, got 1)",
-    'nets.Antisymmetric.jacobian|x|empty': "pending fix in ntkref/nets/: ValueError does not name ['x', 'params']: cannot reshape array of size 0 into shape (0,newaxis)",
-    'nets.Antisymmetric.readout_layers|params|array': 'pending fix in ntkref/nets/: no error raised',
-    'nets.Antisymmetric.readout_layers|params|complex': 'pending fix in ntkref/nets/: no error raised',
-    'nets.Antisymmetric.readout_layers|params|inf': 'pending fix in ntkref/nets/: no error raised',
-    'nets.Antisymmetric.readout_layers|params|nan': 'pending fix in ntkref/nets/: no error raised',
-    'nets.Antisymmetric.readout_layers|params|short': 'pending fix in ntkref/nets/: IndexError: tuple index out of range',
-    'nets.Antisymmetric.vjp|params|array': "pending fix in ntkref/nets/: ValueError does not name ['params']: too many values to unpack (expected 2)",
-    'nets.Antisymmetric.vjp|params|short': "pending fix in ntkref/nets/: ValueError does not name ['params']: not enough values to unpack (expected 2, got 1)",
-    'nets.ConvNet.empirical_ntk|x1|empty': "pending fix in ntkref/nets/: ValueError does not name ['x1', 'params']: cannot reshape array of size 0 into shape (0,newaxis)",
-    'nets.ConvNet|channels|nan': "pending fix in ntkref/nets/: TypeError does not name ['channels']: 'float' object is not iterable",
-    'nets.FullyConnected.jacobian|x|empty': "pending fix in ntkref/nets/: ValueError does not name ['x', 'params']: cannot reshape array of size 0 into shape (0,newaxis)",
-    'nets.FullyConnected|width|nan': "pending fix in ntkref/nets/: TypeError does not name ['width']: 'float' object is not iterable",
-    'nets.HomogeneousNet.jacobian|x|empty': "pending fix in ntkref/nets/: ValueError does not name ['x', 'params']: cannot reshape array of size 0 into shape (0,newaxis)",
-    'nets.HomogeneousNet.layer_norms|params|1e300': 'pending fix in ntkref/nets/: silent non-finite result: array([ inf, 2.74629705])',
-    'nets.HomogeneousNet.norm|params|1e300': 'pending fix in ntkref/nets/: silent non-finite result: array(inf)',
-    'nets.Linearized.apply|x|empty': "pending fix in ntkref/nets/: ValueError does not name ['x', 'params']: cannot reshape array of size 0 into shape (0,newaxis)",
-    'nets.Linearized.init|dtype|bogus': 'pending fix in ntkref/nets/: no error raised',
-    'nets.Linearized.jacobian|x|empty': "pending fix in ntkref/nets/: ValueError does not name ['x', 'params']: cannot reshape array of size 0 into shape (0,newaxis)",
-    'nets.Scaled.jacobian|x|empty': "pending fix in ntkref/nets/: ValueError does not name ['x', 'params']: cannot reshape array of size 0 into shape (0,newaxis)",
-    'nets.Scaled.readout_layers|params|array': 'pending fix in ntkref/nets/: no error raised',
-    'nets.Scaled.readout_layers|params|complex': 'pending fix in ntkref/nets/: no error raised',
-    'nets.Scaled.readout_layers|params|inf': 'pending fix in ntkref/nets/: no error raised',
-    'nets.Scaled.readout_layers|params|nan': 'pending fix in ntkref/nets/: no error raised',
-    'nets.Scaled.readout_layers|params|short': 'pending fix in ntkref/nets/: no error raised',
-    'nets.flatten_params|params|short': 'pending fix in ntkref/nets/: no error raised',
-    'nets.rebalance|params|1e300': 'pending fix in ntkref/nets/: silent non-finite result: array([[nan, nan, nan, nan],',
-    'nets.rebalance|params|short': 'pending fix in ntkref/nets/: no error raised',
-    'nets.train|x|1e300': "pending fix in ntkref/nets/: InvalidParameterError does not name ['x']: The 'params[0] W' parameter of FullyConnected contains NaN or infin",
-    'nets.train|y|1e300': "pending fix in ntkref/nets/: InvalidParameterError does not name ['y']: The 'z' parameter contains NaN or infinite values.",
-    'nets.two_layer_measure|params|1e300': 'pending fix in ntkref/nets/: silent non-finite result: array([-inf, -inf, -inf, -inf])',
-    'nets.unflatten_params|like|short': "pending fix in ntkref/nets/: InvalidParameterError does not name ['like']: The 'vector' parameter of unflatten_params must have shape (24);",
-    'nets.zero_pad|params|short': 'pending fix in ntkref/nets/: no error raised',
-    'nets.zero_pad|width|nan': "pending fix in ntkref/nets/: TypeError does not name ['width']: 'float' object is not iterable",
-}
+NUMPY = {}
 
-OTHER = {
-    'nets.Linearized|params0|array': "pending fix in ntkref/nets/ (non-NumPy backends): TypeError does not name ['params0']: object of type 'Array' has no len()",
-    'nets.train|params|array': 'pending fix in ntkref/nets/ (non-NumPy backends): IndexError: self.ndim=2, but the multi-axes index only specifies 1 dimensions. If this was intentional, add a ',
-}
+OTHER = {}
