@@ -618,7 +618,7 @@ def quadratic_feature_gram(z):
     caller = "quadratic_feature_gram"
     z = check_array(z, "z", caller=caller, ndim=2)
     xp = namespace(z)
-    big = float(xp.max(xp.abs(z))) if z.size else 0.0
+    big = float(xp.max(xp.abs(z))) if z.shape[0] * z.shape[1] else 0.0  # (torch's .size is a method)
     e = math.frexp(big)[1] if big > 0 else 0  # 2^(e-1) <= max|z| < 2^e
     s = math.ldexp(1.0, e)
     zs = z / s if e else z

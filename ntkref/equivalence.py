@@ -153,7 +153,8 @@ def _first_non_finite(obj, path):
         return path if not math.isfinite(obj) else None
     if is_array(obj):
         xp = namespace(obj)
-        if xp.isdtype(obj.dtype, "real floating") and obj.size and not bool(xp.all(xp.isfinite(obj))):
+        if (xp.isdtype(obj.dtype, "real floating") and math.prod(tuple(obj.shape))
+                and not bool(xp.all(xp.isfinite(obj)))):
             return path
         return None
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
