@@ -9,35 +9,31 @@ images, and per-image scales 10^k over ``scale_range``.
 
 CNTK bound used in the verdict
 ------------------------------
-If ``ntkref.kernels`` exposes a per-entry error bound for the CNTK (``cntk(..., return_error_bound=True)`` or a
-``cntk_error_bound`` function), the verdict uses it.  Otherwise the documented constant
-:data:`CNTK_DEFAULT_BOUND` · depth: ``kernels.cntk``'s docstring states ≈1e-13 relative in general but κ̇ off by
-≲ √(60ε)/(2π) ≈ 2e-8 per layer where pixel pairs are parallel with unequal norms, and an independent 60-digit
-mpmath audit measured 1.9e-10 … 3.9e-10 (GAP) and 3.3e-9 (flatten) on images with x and −x.  tests/test_testing.py
-checks the constant against mpmath on adversarial images with ``filter_size=1`` (where the CNTK is the mean of FC
-kernels over pixel pairs, an independent route).
+:data:`CNTK_BOUND`: ``kernels.cntk`` is within 1e-13·√(K(x,x)K(x′,x′)) of a 50-digit mpmath evaluation on
+adversarial images in float64 (x and −x, parallel pixels of unequal norm, zero patches, 1e±150 scales, biases,
+GAP and flatten, depths 1–4; tests/test_cntk.py).  Beyond depth 4 the bound is extrapolated as
+(depth/4)·1e-13 and the report says so; float32 inputs have no certified bound (the user's tolerance applies).
+tests/test_testing.py also checks it against an independent route with ``filter_size=1`` (the CNTK is then the
+mean of FC kernels over pixel pairs).
 """
 from __future__ import annotations
 
-import inspect
 import math
 
 import numpy as np  # host-side test tooling: inputs and reports are NumPy arrays by design
 from hypothesis import strategies as st
 
-from ._backend import to_numpy
 from ._testing_engine import check_dtype, check_mode, drive
+from ._testing_report import CNTK_BOUND, cntk_bound
 from ._testing_kernel import KernelComparison, host, mover
 from ._validation import InvalidParameterError, check_int, check_option, check_real
 from .testing import _battery_flag, _convention_threshold, _finish, _int_range
 
-__all__ = ["IMAGE_KINDS", "CNTK_DEFAULT_BOUND", "images", "image_inputs", "hard_images", "check_cntk"]
+__all__ = ["IMAGE_KINDS", "CNTK_BOUND", "images", "image_inputs", "hard_images", "check_cntk"]
 
 IMAGE_KINDS = ("gaussian", "negated", "constant", "zero_patch", "parallel_pixels", "scaled", "duplicate", "zero")
 """Kinds of images :func:`images` mixes (``gaussian`` first: hypothesis shrinks towards it)."""
 
-CNTK_DEFAULT_BOUND = 2e-8
-"""Scaled error bound per conv layer used for ``kernels.cntk`` when it exposes none (module docstring)."""
 
 
 def _to_layout(x, layout):
@@ -217,18 +213,6 @@ def hard_images(channels=2, height=3, width=3, *, seed=0, layout="NCHW", dtype="
             for name, a, b in cases]
 
 
-def cntk_bound(depth):
-    """(bound, source): ntkref's per-entry CNTK bound, or the documented constant (module docstring)."""
-    from . import kernels
-
-    if hasattr(kernels, "cntk_error_bound"):
-        return "function", "ntkref.kernels.cntk_error_bound (per entry)"
-    if "return_error_bound" in inspect.signature(kernels.cntk).parameters:
-        return "keyword", "ntkref.kernels.cntk(..., return_error_bound=True) (per entry)"
-    return CNTK_DEFAULT_BOUND * depth, (f"documented constant {CNTK_DEFAULT_BOUND:g}·depth (kernels.cntk exposes no "
-                                        "error bound; see ntkref._testing_images)")
-
-
 def _scaled_bound(b, d1, d2):
     """A per-entry absolute bound b → the scaled measure (divide by √(R(x,x)R(x′,x′)))."""
     b = host(b)
@@ -237,34 +221,26 @@ def _scaled_bound(b, d1, d2):
         return np.where(scale > 0, b / np.where(scale > 0, scale, 1.0), 0.0)
 
 
-def cntk_reference(which, params, backend, depth):
+def cntk_reference(which, params, backend, depth, dtype="float64"):
     """reference(x1, x2) -> (K, diag1, diag2, bound) from ``kernels.cntk`` on NCHW host arrays."""
     from . import kernels
 
-    bound, _ = cntk_bound(depth)
+    bound, _ = cntk_bound(depth, dtype)
 
-    def ntkref_cntk(a1, a2, get_bound):
-        if get_bound and bound == "keyword":
-            out, err = kernels.cntk(a1, a2, return_error_bound=True, **params)
-            return getattr(out, which), getattr(err, which, err)
-        K = getattr(kernels.cntk(a1, a2, **params), which)
-        if get_bound and bound == "function":
-            err = kernels.cntk_error_bound(a1, a2, **params)
-            return K, getattr(err, which, err)
-        return K, None
+    def ntkref_cntk(a1, a2):
+        return getattr(kernels.cntk(a1, a2, **params), which)
 
     def reference(x1, x2):
         put = mover(backend)
         a1 = put(host(x1))
         a2 = None if x2 is None else put(host(x2))
-        K, err = ntkref_cntk(a1, a2, True)
+        K = ntkref_cntk(a1, a2)
         d1 = np.diagonal(host(K)).copy() if a2 is None else _self_diagonal(a1)
         d2 = d1 if a2 is None else _self_diagonal(a2)
-        b = bound if err is None else _scaled_bound(to_numpy(err), d1, d2)
-        return host(K), d1, d2, b
+        return host(K), d1, d2, bound
 
     def _self_diagonal(a):
-        return np.array([float(host(ntkref_cntk(a[i:i + 1, ...], None, False)[0])[0, 0]) for i in range(a.shape[0])])
+        return np.array([float(host(ntkref_cntk(a[i:i + 1, ...], None))[0, 0]) for i in range(a.shape[0])])
 
     return reference
 
@@ -339,8 +315,8 @@ def check_cntk(
     params = dict(depth=depth, readout=readout, filter_size=filter_size, W_std=W_std, b_std=b_std,
                   fix_first_last=fix_first_last)
     kernels.cntk(np.ones((1, 1, 1, 1)), **params)  # ntkref's own parameter checks, with its messages
-    ref = cntk_reference(which, params, backend, depth)
-    bound, bound_source = cntk_bound(depth)
+    ref = cntk_reference(which, params, backend, depth, dtype)
+    bound, bound_source = cntk_bound(depth, dtype)
     if inputs is None:
         inputs = image_inputs(layout=layout, dtype=dtype)
     name = getattr(candidate, "__qualname__", repr(candidate))

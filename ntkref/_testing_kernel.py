@@ -15,9 +15,9 @@ Where the bounds come from:
   ``test_erf_against_mpmath``, ``test_ends_of_the_range_against_mpmath`` at row norms 1e-300 … 3e153).  Beyond
   depth 3 the bound used is (depth/3)·1e-13 (the per-layer rounding adds up; untested there, stated as such in the
   report's ``bound_source``).  Other activations (quadrature): no certified bound (b = 0, the user's tolerance).
-- CNTK: ``kernels.cntk``'s own per-entry bound when it exposes one (``return_error_bound=True`` or
-  ``kernels.cntk_error_bound``); otherwise the documented constant :data:`CNTK_DEFAULT_BOUND` (see
-  ``ntkref._testing_images``).
+- CNTK: b = 1e-13 in float64 at depths 1–4 — tests/test_cntk.py checks ``kernels.cntk`` against a 50-digit mpmath
+  evaluation on adversarial images (``ntkref._testing_report.cntk_bound``; (depth/4)·1e-13 beyond depth 4, stated
+  as extrapolated; none in float32).
 - A user ``reference=``: the ``reference_bound`` given (default 0).
 """
 from __future__ import annotations

@@ -523,3 +523,19 @@ REPORT_SCHEMA = {
     },
 }
 """JSON Schema of :meth:`CheckReport.to_dict` (the subset of draft 2020-12 keywords listed in its comment)."""
+
+
+# --------------------------------------------------------------------------- ntkref's own CNTK bound
+CNTK_BOUND = 1e-13
+"""Certified scaled error of ``kernels.cntk`` in float64, depths 1–4: within 1e-13·√(K(x,x)K(x′,x′)) of a
+50-digit mpmath evaluation on adversarial images (tests/test_cntk.py)."""
+
+
+def cntk_bound(depth, dtype="float64"):
+    """(bound, source): ntkref's scaled error bound for ``kernels.cntk`` (module docstring)."""
+    if np.dtype(dtype) != np.float64:
+        return 0.0, "kernels.cntk in float32: no certified bound (the user's tolerance applies)"
+    src = "kernels.cntk, float64: 1e-13 (tests/test_cntk.py against 50-digit mpmath on adversarial images, depths 1-4)"
+    if depth > 4:
+        return CNTK_BOUND * depth / 4, src + f"; depth {depth} > 4: (depth/4)·1e-13 (extrapolated, untested)"
+    return CNTK_BOUND, src

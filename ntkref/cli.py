@@ -503,9 +503,8 @@ def _fmt_loc(loc):
 # 50-digit mpmath within 1e-13·√(K(x,x)K(x′,x′)) at depths 0–3 (float64) and 1e-5 for float32 inputs
 # (test_float32_accuracy).  The same numbers as ntkref.testing's verdicts.
 FC_BOUND = {"float64": 1e-13, "float32": 1e-5}
-# kernels.cntk without a per-entry bound: its docstring's ≈2e-8 per layer (κ̇ at parallel pixel pairs of unequal
-# norm), the constant ntkref.testing uses too (ntkref._testing_images.CNTK_DEFAULT_BOUND).
-CNTK_BOUND_PER_LAYER = 2e-8
+# kernels.cntk: within 1e-13·√(K(x,x)K(x′,x′)) of 50-digit mpmath on adversarial images in float64, depths 1–4
+# (tests/test_cntk.py); the bound ntkref.testing uses too (ntkref._testing_images.cntk_bound).
 
 
 def _fc_bound(activation, depth, dtype_name):
@@ -522,25 +521,11 @@ def _fc_bound(activation, depth, dtype_name):
     return b, src
 
 
-def _cntk_bound(a1, a2, params, get, scale):
-    """(bound array or constant, source) in the normalised measure for kernels.cntk."""
-    import inspect
+def _cntk_bound(dtype_name, params):
+    """(bound, source) in the normalised measure for kernels.cntk."""
+    from ._testing_report import cntk_bound
 
-    from . import kernels
-
-    err = None
-    if hasattr(kernels, "cntk_error_bound"):
-        err, src = kernels.cntk_error_bound(a1, a2, **params), "ntkref.kernels.cntk_error_bound (per entry)"
-    elif "return_error_bound" in inspect.signature(kernels.cntk).parameters:
-        _, err = kernels.cntk(a1, a2, return_error_bound=True, **params)
-        src = "ntkref.kernels.cntk(..., return_error_bound=True) (per entry)"
-    if err is None:
-        depth = params["depth"]
-        return CNTK_BOUND_PER_LAYER * depth, (f"documented constant {CNTK_BOUND_PER_LAYER:g}·depth (kernels.cntk: "
-                                              "κ̇ at parallel pixel pairs of unequal norm; no per-entry bound exposed)")
-    b = np.asarray(to_numpy(getattr(err, get, err)), dtype=np.float64)  # absolute, per entry
-    with np.errstate(all="ignore"):
-        return np.where(scale > 0, b / np.where(scale > 0, scale, 1.0), 0.0), src
+    return cntk_bound(params["depth"], dtype_name)
 
 
 def _load_candidates(args, wanted):
@@ -642,7 +627,7 @@ def _compare_kernel(args, cands):
         d1, d2 = diags[g]
         scale = np.sqrt(np.maximum(d1, 0.0))[:, None] * np.sqrt(np.maximum(d2, 0.0))[None, :]
         if args.family == "cntk":
-            bound, src = _cntk_bound(a1, a2, params, g, scale)
+            bound, src = _cntk_bound(dtype_name, params)
         else:
             bound, src = _fc_bound(args.activation, args.depth, dtype_name)
         sources[g] = src
