@@ -279,7 +279,7 @@ def _check_alpha(alpha, like, xp, caller):
 # ---------------------------------------------------------------------------
 def _pow2_down(x, xp):
     """The largest power of two ≤ max|x| if that is ≥ 1, else 1 (the inputs' scale; 1 for an empty x)."""
-    if x.size == 0:
+    if math.prod(x.shape) == 0:
         return 1.0
     big = float(xp.max(xp.abs(x)))
     if not big >= 2.0:

@@ -172,7 +172,7 @@ def _relu_parts(theta, x, xp):
 
 def _pow2_scale(a, xp):
     """A power of two near max|a| (1 for a zero array): dividing by it is exact, and the quotient is O(1)."""
-    big = xp.max(xp.abs(a)) if a.size else xp.asarray(0.0, dtype=a.dtype, device=device_of(a))
+    big = xp.max(xp.abs(a)) if math.prod(a.shape) else xp.asarray(0.0, dtype=a.dtype, device=device_of(a))
     big = xp.where(big > 0, big, xp.ones_like(big))
     return xp.pow(xp.asarray(2.0, dtype=a.dtype, device=device_of(a)), xp.floor(xp.log2(big)))
 

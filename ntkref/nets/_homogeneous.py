@@ -44,6 +44,7 @@ Also here (all exact identities, tested):
 """
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np  # host-side seeded draws in init() only
@@ -279,7 +280,7 @@ def _pow2_scale(arrays, xp):
     exact and brings the entries to O(1), so that sums of squares neither overflow nor underflow."""
     big = None
     for W in arrays:
-        if W.size:
+        if math.prod(W.shape):
             m = xp.max(xp.abs(W))
             big = m if big is None else xp.maximum(big, m)
     ref = arrays[0]
