@@ -401,7 +401,11 @@ def _default_tol(dtype, xp):
 def _primal_from_g(alpha, g, y, loss, lam_sum, xp):
     """(λ/2)αᵀg + Σ l(g, y) with g = Kα (sum convention)."""
     reg = 0.5 * lam_sum * float(xp.sum(alpha * g))
-    return reg + float(xp.sum(loss.value(g, y)))
+    try:
+        values = loss.value(g, y)
+    except _losses.LossOverflowError:
+        return math.inf  # the caller's finiteness check names the inputs (K, y, lam, alpha) that overflow
+    return reg + float(xp.sum(values))
 
 
 def _dual_from_g(alpha, g, y, loss, lam_sum, xp, slack=1e-9, on_overflow=None):

@@ -1176,7 +1176,7 @@ RECORDS = {
     "machines.ConvergenceWarning", "margins.LinearMaxMargin", "margins.L1Solution", "margins.MarginCertificate",
     "margins.TrainingRecord", "mean_field.FlowRecord", "nets.NetTrajectory", "regularizers.Flow",
     "regularizers.RegularizedTrajectory", "sparsity.AWTSearchResult", "sparsity.AWTValue", "testing.OracleMismatch",
-    "testing.CheckReport", "testing.Mismatch", "losses.Loss",
+    "testing.CheckReport", "testing.Mismatch", "losses.Loss", "losses.LossOverflowError",
 }
 # Public names other helpers may add while this catalogue is written (cli, testing, machines, kernels): listed
 # here until catalogued; the test below reports them.

@@ -253,7 +253,10 @@ def train(
         if x_test is not None:
             rec["f_test"].append(net.apply(p, x_test) - shift_test)
         rec["lprime"].append(lp)
-        data = xp.sum(loss.value(f_tr, y))
+        try:
+            data = xp.sum(loss.value(f_tr, y))
+        except _losses.LossOverflowError:  # the objective's finiteness check below names x, y, params, lr
+            data = xp.asarray(math.inf, dtype=f_tr.dtype, device=device_of(f_tr))
         if reduction == "mean":
             data = data / n
         rec["objective"].append(lam / 2 * _reg_value(p, params0, regularize, xp) + xp.astype(data, xp.float64))
