@@ -602,3 +602,17 @@ def test_fc_diagonal_names_its_parameter_x(asxp, tonp):
     d = K.fc_diagonal(asxp(x), depth=2, b_std=0.1)
     full = K.fc(asxp(x), depth=2, b_std=0.1)
     np.testing.assert_allclose(tonp(d.ntk), np.diag(tonp(full.ntk)), rtol=1e-13, atol=0)
+
+
+def test_mixed_float32_float64_inputs_promote_in_either_order(asxp, tonp):
+    # issue 14: float32 x1 with float64 x2 gave float32, the reverse order float64; both are float64 now, equal
+    # to the float64 computation on the float32 values (no silent rounding of the float64 input)
+    rng = np.random.default_rng(9)
+    a32 = rng.standard_normal((3, 4)).astype(np.float32)
+    b64 = rng.standard_normal((2, 4))
+    ref = tonp(K.fc(asxp(a32.astype(np.float64)), asxp(b64), depth=2).ntk)
+    one = tonp(K.fc(asxp(a32), asxp(b64), depth=2).ntk)
+    two = tonp(K.fc(asxp(b64), asxp(a32), depth=2).ntk)
+    assert one.dtype == two.dtype == np.float64
+    np.testing.assert_array_equal(one, ref)
+    np.testing.assert_array_equal(two, ref.T)

@@ -64,7 +64,7 @@ from dataclasses import dataclass
 import array_api_compat
 
 from .. import _gpu
-from .._backend import device_of, namespace
+from .._backend import device_of, is_array, namespace
 from .._compat import erf as _erf
 from .._compat import gauss_hermite, scatter_flat, single_threaded_blas
 from .._validation import InvalidParameterError, check_array, check_int, check_option, check_real
@@ -626,7 +626,13 @@ def _prepare(x1, x2, depth, activation, W_std, b_std, dtype, caller, x1_name="x1
     xp = namespace(x1, x2)
     x1 = check_array(x1, x1_name, caller=caller, ndim=2, xp=xp, dtype=dtype)
     if x2 is not None:
-        x2 = check_array(x2, "x2", caller=caller, ndim=2, xp=xp, dtype=x1.dtype)
+        # an array keeps its own floating dtype and the two are promoted (float32 with float64 is float64, in
+        # either order); a list follows x1's dtype
+        x2 = check_array(x2, "x2", caller=caller, ndim=2, xp=xp,
+                         dtype=dtype if dtype is not None or is_array(x2) else x1.dtype)
+        if x2.dtype != x1.dtype:
+            wide = xp.result_type(x1.dtype, x2.dtype)
+            x1, x2 = xp.astype(x1, wide), xp.astype(x2, wide)
         if x2.shape[1] != x1.shape[1]:
             raise InvalidParameterError(
                 f"x1 and x2 of {caller} must have the same number of features; got {x1.shape[1]} and {x2.shape[1]}."
@@ -686,7 +692,8 @@ def fc(
         Blocks computed in parallel threads (NumPy namespace only; other
         namespaces use 1).  Default: the number of CPUs available.
     dtype : {"float64", "float32"}, optional
-        Default: the input's floating dtype, float64 for integer input.
+        Default: the inputs' floating dtype (float32 with float64 gives float64, in either order), float64 for
+        integer input.
     engine : {"auto", "array_api"}
         ``"auto"`` runs ReLU without biases on CuPy arrays as one fused CUDA
         kernel over the Gram (:mod:`ntkref._gpu`: the same operations per
