@@ -2,7 +2,7 @@
 fixture ``ntkref_oracle``, the marker ``@pytest.mark.ntkref`` and the options ``--ntkref-mode`` /
 ``--ntkref-report``; the JSON it writes is validated against ``ntkref.testing.REPORT_SCHEMA``."""
 import json
-from importlib.metadata import entry_points
+from importlib.metadata import PackageNotFoundError, distribution, entry_points
 
 import pytest
 
@@ -45,8 +45,25 @@ def test_call_arguments_override_the_marker(ntkref_oracle):
 '''
 
 
+def _registered():
+    return [e for e in entry_points(group="pytest11") if e.name == "ntkref"]
+
+
+def _installed():
+    try:
+        distribution("ntkref")
+    except PackageNotFoundError:
+        return False
+    return True
+
+
+# A checkout used through PYTHONPATH (as on the GPU machine) has no entry point: load the plugin by name there.
+PLUGIN = [] if _registered() else ["-p", "ntkref.pytest_plugin"]
+
+
+@pytest.mark.skipif(not _installed(), reason="ntkref is used from a checkout on PYTHONPATH, not installed")
 def test_entry_point_is_registered():
-    eps = [e for e in entry_points(group="pytest11") if e.name == "ntkref"]
+    eps = _registered()
     assert eps and eps[0].value == "ntkref.pytest_plugin"
 
 
@@ -62,7 +79,7 @@ def _reports(directory):
 def test_peer_module_assert_mode(pytester):
     pytester.makepyfile(test_peer=PEER_MODULE)
     out_dir = pytester.path / "reports"
-    result = pytester.runpytest("-p", "no:cacheprovider", "--ntkref-max-examples", "15",
+    result = pytester.runpytest(*PLUGIN, "-p", "no:cacheprovider", "--ntkref-max-examples", "15",
                                 "--ntkref-report", str(out_dir))
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(["*test_my_wrong_ntk*", "*OracleMismatch*", "*ntkref oracle reports*"])
@@ -86,7 +103,7 @@ def test_peer_module_assert_mode(pytester):
 def test_peer_module_measure_mode_writes_tables(pytester):
     pytester.makepyfile(test_peer=PEER_MODULE)
     out_dir = pytester.path / "reports"
-    result = pytester.runpytest("-p", "no:cacheprovider", "--ntkref-mode", "measure", "--ntkref-max-examples", "10",
+    result = pytester.runpytest(*PLUGIN, "-p", "no:cacheprovider", "--ntkref-mode", "measure", "--ntkref-max-examples", "10",
                                 "--ntkref-report", str(out_dir), "-k", "wrong")
     result.assert_outcomes(failed=1, deselected=2)
     (report,) = _reports(out_dir).values()
@@ -105,6 +122,6 @@ import pytest
 def test_x(ntkref_oracle):
     pass
 ''')
-    result = pytester.runpytest("-p", "no:cacheprovider")
+    result = pytester.runpytest(*PLUGIN, "-p", "no:cacheprovider")
     assert result.ret != 0
     result.stdout.fnmatch_lines(["*keyword arguments only*"])
