@@ -97,7 +97,12 @@ def check_array(x, name, *, caller=None, ndim=None, xp=None, dtype=None, finite=
             # (PyTorch would otherwise round Python floats to float32 first).
             arr = _asarray_host(x, xp, dtype, device if device is not None else _device_for(xp, like))
     except Exception as exc:
-        raise InvalidParameterError(f"The {name!r} parameter could not be converted to an array: {exc}") from exc
+        mixed = ""
+        if is_array(x):  # an array that the others' namespace refuses: another array library or device
+            mixed = (f" (it is a {type(x).__module__}.{type(x).__name__}, while the function computes in "
+                     f"{getattr(xp, '__name__', xp)}: inputs from different array libraries or devices are not "
+                     f"converted implicitly; move them to one first)")
+        raise InvalidParameterError(f"The {name!r} parameter could not be converted to an array{mixed}: {exc}") from exc
     if xp.isdtype(arr.dtype, "complex floating"):
         raise InvalidParameterError(f"The {name!r} parameter must be real; got dtype {arr.dtype}.")
     if not xp.isdtype(arr.dtype, ("real floating", "integral", "bool")):
