@@ -117,7 +117,6 @@ than a generic one (measured 3.0 s against 0.16 s on the shared 2-core machine).
 from __future__ import annotations
 
 import math
-import os
 
 import array_api_compat
 
@@ -131,7 +130,7 @@ from .._validation import (
     check_real,
 )
 
-from ._fc import Kernel, check_finite_kernel, check_memory
+from ._fc import Kernel, _n_workers, check_finite_kernel, check_memory
 
 __all__ = ["cntk"]
 
@@ -610,19 +609,6 @@ def _power_of_two_scales(x, xp):
     return xp.pow(two, expo)
 
 
-def _n_workers(n_jobs, xp, n_tasks):
-    if n_jobs is not None:
-        n_jobs = check_int(n_jobs, "n_jobs", caller=_CALLER, low=1)
-    if not array_api_compat.is_numpy_namespace(xp) or n_tasks < 2:
-        return 1
-    if n_jobs is None:
-        try:
-            n_jobs = len(os.sched_getaffinity(0))
-        except AttributeError:  # not on Linux
-            n_jobs = os.cpu_count() or 1
-    return max(1, min(n_jobs, n_tasks))
-
-
 # ----------------------------------------------------------------------------
 # public entry point
 # ----------------------------------------------------------------------------
@@ -795,7 +781,7 @@ def cntk(
         for i in range(n1)
         for j0 in range(i if symmetric else 0, n2, per_batch)
     ]
-    workers = _n_workers(n_jobs, xp, len(batches))
+    workers = _n_workers(n_jobs, xp, len(batches), _CALLER)
     # the two outputs (assembled by concatenation, about twice, where arrays are not writable in place) and
     # the per-pair sums; the per-image maps; each worker's batch
     outputs = 2 * n1 * n2 * itemsize * (1 if fast else 3) + (0 if fast else 8 * n1 * n2 + 32 * n_pairs)

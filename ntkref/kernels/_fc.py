@@ -891,9 +891,10 @@ def _fc_assembled(n1_norm, u1, n2_norm, u2, d, Ws, bs, act, closed, n_points, wa
     return Kernel(outs.get("nngp"), outs.get("ntk"))
 
 
-def _n_workers(n_jobs, xp, n_tasks):
+def _n_workers(n_jobs, xp, n_tasks, caller="fc"):
+    """Worker threads for ``n_tasks`` blocks: ``n_jobs`` (default: the CPUs this process may use), 1 off NumPy."""
     if n_jobs is not None:
-        n_jobs = check_int(n_jobs, "n_jobs", caller="fc", low=1)
+        n_jobs = check_int(n_jobs, "n_jobs", caller=caller, low=1)
     if not array_api_compat.is_numpy_namespace(xp) or n_tasks < 2:
         return 1
     if n_jobs is None:
