@@ -29,11 +29,9 @@ import numpy as np  # host-side test tooling: inputs and reports are NumPy array
 
 from . import _backend
 from ._backend import BackendError, backend_name, default_namespace, to_numpy
-from ._testing_report import Mismatch
+from ._testing_report import Mismatch, certified_bound
 from ._testing_report import _kernel_error as kernel_error  # unchecked: inputs come from the checker
 
-FC_BOUND = 1e-13
-"""ntkref's certified scaled error for ``kernels.fc`` with ReLU or erf, depth ≤ 3 (module docstring)."""
 
 
 def namespace_named(backend):
@@ -68,17 +66,9 @@ def host(a):
 
 
 def fc_bound(activation, depth):
-    """(bound, source) for ``kernels.fc`` (module docstring)."""
-    name = activation if isinstance(activation, str) else getattr(activation, "name", "")
-    if name not in ("relu", "erf"):
-        return None, f"no certified bound for activation {name!r} (quadrature): the user's tolerance applies"
-    depth = int(depth)
-    src = ("tests/test_kernels.py (test_relu_against_mpmath_on_adversarial_rows, test_erf_against_mpmath, "
-           "test_ends_of_the_range_against_mpmath): every entry within 1e-13 of the scale of 50-digit mpmath, "
-           "depth 0-3")
-    if depth <= 3:
-        return FC_BOUND, src
-    return FC_BOUND * depth / 3, src + f"; depth {depth} > 3: (depth/3)·1e-13, extrapolated (untested)"
+    """(bound, source) for ``kernels.fc`` computed in float64 (the oracle's reference), or (None, why not)."""
+    bound, src = certified_bound("fc", depth=depth, activation=activation, dtype="float64")
+    return (bound if bound > 0 else None), src
 
 
 def fc_reference(which, params, backend):

@@ -61,7 +61,7 @@ import numpy as np  # host-side test tooling: reports are NumPy/Python values by
 
 from ._validation import InvalidParameterError
 
-__all__ = ["FAILURE_KINDS", "ENTRY_COLUMNS", "REPORT_SCHEMA", "SCHEMA_VERSION", "Mismatch", "KindSummary",
+__all__ = ["certified_bound", "FAILURE_KINDS", "ENTRY_COLUMNS", "REPORT_SCHEMA", "SCHEMA_VERSION", "Mismatch", "KindSummary",
            "CheckReport", "json_safe", "replay_line", "kernel_error"]
 
 SCHEMA_VERSION = "ntkref.testing.report/1"
@@ -525,10 +525,51 @@ REPORT_SCHEMA = {
 """JSON Schema of :meth:`CheckReport.to_dict` (the subset of draft 2020-12 keywords listed in its comment)."""
 
 
-# --------------------------------------------------------------------------- ntkref's own CNTK bound
+# --------------------------------------------------------------------------- ntkref's own error bounds
+FC_BOUND = {"float64": 1e-13, "float32": 1e-5}
+"""Certified scaled error of ``kernels.fc`` (ReLU, erf closed forms) at depths 0–3: every entry within
+bound·√(K(x,x)K(x′,x′)) of a 50-digit mpmath evaluation on adversarial rows (tests/test_kernels.py:
+test_relu_against_mpmath_on_adversarial_rows, test_relu_rectangular_against_mpmath, test_erf_against_mpmath,
+test_ends_of_the_range_against_mpmath; test_float32_accuracy for float32)."""
+
 CNTK_BOUND = 1e-13
 """Certified scaled error of ``kernels.cntk`` in float64, depths 1–4: within 1e-13·√(K(x,x)K(x′,x′)) of a
 50-digit mpmath evaluation on adversarial images (tests/test_cntk.py)."""
+
+
+def certified_bound(family, *, depth, activation="relu", dtype="float64"):
+    """ntkref's certified error bound for one of its reference kernels, as ``(bound, source)``.
+
+    ``bound`` is in the scaled measure |K − K_exact| / √(K(x,x)K(x′,x′)), for every entry; ``source`` names the
+    tests that prove it (or says it is extrapolated, or that there is none: bound 0, the user's tolerance
+    applies).  ``family``: ``"fc"`` (``activation`` "relu" or "erf"; quadrature activations have no bound) or
+    ``"cntk"``; ``dtype``: the dtype the reference is computed in.  Used by ``ntkref.testing``'s verdicts and
+    ``ntkref compare``: each entry's tolerance is max(the user's, this bound).
+    """
+    from ._validation import InvalidParameterError, check_int, check_option
+
+    family = check_option(family, "family", ("fc", "cntk"), caller="certified_bound")
+    depth = check_int(depth, "depth", caller="certified_bound", low=0 if family == "fc" else 1)
+    try:
+        dtype_name = np.dtype(dtype).name  # "float32", np.float32, np.dtype("float32")
+    except TypeError:
+        dtype_name = str(dtype).split(".")[-1]  # another library's dtype, e.g. torch.float32
+    dtype = check_option(dtype_name, "dtype", ("float64", "float32"), caller="certified_bound")
+    if family == "fc":
+        name = activation if isinstance(activation, str) else getattr(activation, "name", None)
+        if name is None:
+            raise InvalidParameterError("The 'activation' parameter of certified_bound must be an activation name "
+                                        f"or a kernels.Activation. Got {activation!r} instead.")
+        if name not in ("relu", "erf"):
+            return 0.0, (f"no certified bound for activation {name!r} (Gauss-Hermite quadrature): the user's "
+                         "tolerance applies")
+        b = FC_BOUND.get(dtype, 0.0)
+        src = (f"kernels.fc, {name}, {dtype}: {b:g} (tests/test_kernels.py against 50-digit mpmath on adversarial "
+               "rows, depths 0-3)")
+        if depth > 3:
+            return b * depth / 3, src + f"; depth {depth} > 3: (depth/3)·{b:g} (extrapolated, untested)"
+        return b, src
+    return cntk_bound(depth, dtype)
 
 
 def cntk_bound(depth, dtype="float64"):

@@ -499,33 +499,18 @@ def _fmt_loc(loc):
 # ---------------------------------------------------------------------------------------------
 # compare: structured results (ntkref._compare), ntkref's own error bounds, convention hints
 # ---------------------------------------------------------------------------------------------
-# ntkref's certified scaled error of kernels.fc (ReLU, erf): tests/test_kernels.py checks every entry against
-# 50-digit mpmath within 1e-13·√(K(x,x)K(x′,x′)) at depths 0–3 (float64) and 1e-5 for float32 inputs
-# (test_float32_accuracy).  The same numbers as ntkref.testing's verdicts.
-FC_BOUND = {"float64": 1e-13, "float32": 1e-5}
-# kernels.cntk: within 1e-13·√(K(x,x)K(x′,x′)) of 50-digit mpmath on adversarial images in float64, depths 1–4
-# (tests/test_cntk.py); the bound ntkref.testing uses too (ntkref._testing_images.cntk_bound).
-
-
 def _fc_bound(activation, depth, dtype_name):
-    """(bound, source) in the normalised measure for kernels.fc."""
-    if activation not in ("relu", "erf"):
-        return 0.0, (f"no certified bound for activation {activation!r} (Gauss-Hermite quadrature): the user's "
-                     "tolerance applies")
-    b = FC_BOUND[dtype_name]
-    src = (f"kernels.fc, {activation}, {dtype_name}: {b:g} (tests/test_kernels.py against 50-digit mpmath, "
-           "depths 0-3)")
-    if depth > 3:
-        b *= depth / 3
-        src += f"; depth {depth} > 3: (depth/3)·{FC_BOUND[dtype_name]:g} (extrapolated, untested)"
-    return b, src
+    """(bound, source) in the normalised measure for kernels.fc (ntkref.testing.certified_bound)."""
+    from ._testing_report import certified_bound
+
+    return certified_bound("fc", depth=depth, activation=activation, dtype=dtype_name)
 
 
 def _cntk_bound(dtype_name, params):
-    """(bound, source) in the normalised measure for kernels.cntk."""
-    from ._testing_report import cntk_bound
+    """(bound, source) in the normalised measure for kernels.cntk (ntkref.testing.certified_bound)."""
+    from ._testing_report import certified_bound
 
-    return cntk_bound(params["depth"], dtype_name)
+    return certified_bound("cntk", depth=params["depth"], dtype=dtype_name)
 
 
 def _load_candidates(args, wanted):
@@ -643,7 +628,7 @@ def _compare_kernel(args, cands):
     lines = [f"ntkref compare --kind kernel: {'/'.join(wanted)} of {args.family}({what}), shape {shape}"]
     for cmp in comparisons:
         lines += cmp.lines()
-    accuracy = FC_BOUND[dtype_name]
+    accuracy = _fc_bound("relu", 0, dtype_name)[0]
     if args.family == "cntk":
         caveat = f" (cntk: {sources[wanted[0]]})"
     elif args.activation not in ("relu", "erf"):

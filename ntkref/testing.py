@@ -110,6 +110,7 @@ from ._testing_report import (
     CheckReport,
     KindSummary,
     Mismatch,
+    certified_bound,
     json_safe,
     kernel_error,
 )
@@ -126,6 +127,7 @@ __all__ = [
     "CheckReport",
     "KindSummary",
     "Mismatch",
+    "certified_bound",
     "json_safe",
     "rows",
     "kernel_inputs",

@@ -816,6 +816,8 @@ def _testing():
     _KERNEL_ERROR_SKIP = {("candidate_K", q): "documented: a non-finite candidate entry measures as error inf"
                           for q in ("nan", "inf", "-inf")}
     add(
+        E("testing.certified_bound", lambda: (T.certified_bound, dict(family="fc", depth=2)),
+          options=("family", "dtype"), ints={"depth": [-1, 1.5]}),
         E("testing.rows", lambda: (_drawn(T.rows), dict(n=(1, 3), d=(1, 3))), options=("dtype",),
           reals={"entry_bound": [0.0, -1.0], "min_angle": [-1.0]}),
         E("testing.kernel_inputs", lambda: (_drawn(T.kernel_inputs), dict(n1=(1, 3), n2=(1, 3), d=(1, 3))),

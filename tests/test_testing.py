@@ -913,3 +913,24 @@ def test_checkers_refuse_arguments_that_check_nothing():
     for call, name in cases:
         with pytest.raises(InvalidParameterError, match=f"'{name}'"):
             call()
+
+
+def test_certified_bound_is_what_the_mpmath_tests_prove_and_what_the_verdicts_use():
+    # the public statement of ntkref's own accuracy: fc (relu/erf) 1e-13 in float64 and 1e-5 in float32 at depths
+    # 0-3, cntk 1e-13 in float64 at depths 1-4, extrapolated linearly beyond (and said so), none for quadrature
+    b, src = T.certified_bound("fc", depth=2, activation="relu")
+    assert b == 1e-13 and "test_kernels.py" in src
+    assert T.certified_bound("fc", depth=2, activation="erf", dtype="float32")[0] == 1e-5
+    b6, src6 = T.certified_bound("fc", depth=6)
+    assert b6 == pytest.approx(2e-13, rel=1e-12) and "extrapolated" in src6
+    assert T.certified_bound("fc", depth=1, activation="tanh")[0] == 0.0
+    assert T.certified_bound("cntk", depth=4)[0] == 1e-13
+    assert T.certified_bound("cntk", depth=8)[0] == pytest.approx(2e-13, rel=1e-12)
+    assert T.certified_bound("cntk", depth=2, dtype="float32")[0] == 0.0
+    # the kernel checker's report states the same bound
+    report = T.check_kernel(lambda a, b=None: __import__("ntkref").kernels.fc(a, b, depth=2).ntk, depth=2,
+                            max_examples=3, battery=False)
+    assert report.tolerance["ntkref_bound"] == b
+    with pytest.raises(ValueError, match="family"):
+        T.certified_bound("gru", depth=1)
+    assert T.certified_bound("fc", depth=1, dtype=np.float32)[0] == 1e-5
