@@ -101,6 +101,12 @@ DASK_SIDE = COMMON + textwrap.dedent(
         x, y, xt, yt = make_data(cfg["n"], cfg["n_test"])
         out = {}
         t0 = time.perf_counter()
+        import dask
+        if cfg["malloc_env"]:
+            # distributed's workers start with MALLOC_TRIM_THRESHOLD_ set, which fixes glibc's mmap threshold at
+            # 128 KiB: every block temporary is then mmap'd and page-faulted anew (kernel blocks 2x slower,
+            # measured); a 256 MiB mmap threshold lets them reuse the heap
+            dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_MMAP_THRESHOLD_": str(2**28)})
         with distributed.LocalCluster(n_workers=cfg["workers"], threads_per_worker=1, processes=True,
                                       memory_limit=cfg["memory_limit"], dashboard_address=None) as cluster, \
                 distributed.Client(cluster) as client:
@@ -163,6 +169,9 @@ def main(argv=None):
     p.add_argument("--tol", type=float, default=1e-6, help="relative CG residual")
     p.add_argument("--rank", type=int, default=300, help="Nyström preconditioner rank")
     p.add_argument("--json", default=None)
+    p.add_argument("--malloc-default", action="store_true",
+                   help="leave the workers' malloc settings as distributed sets them (default: MALLOC_MMAP_THRESHOLD_ "
+                        "= 256 MiB, see the README's Dask section)")
     args = p.parse_args(argv)
     results = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -170,7 +179,7 @@ def main(argv=None):
             store = args.store or os.path.join(tmp, f"K{n}.zarr")
             cfg = dict(n=n, n_test=args.n_test, workers=args.workers, memory_limit=args.memory_limit,
                        chunk=args.chunk, test_chunk=args.test_chunk, store=store, lam=args.lam, tol=args.tol,
-                       rank=min(args.rank, n), tmp=tmp)
+                       rank=min(args.rank, n), malloc_env=not args.malloc_default, tmp=tmp)
             row = {"n": n, "config": {k: v for k, v in cfg.items() if k != "tmp"}}
             cfg["radii_file"] = os.path.join(tmp, "radii_dask.npy")
             row["dask"] = run_side(DASK_SIDE, cfg)
