@@ -508,6 +508,41 @@ class _NpyWriter:
         del mm
 
 
+def _finite_block(block, block_id=None):
+    """A block of the Gram to be stored, refused if it holds NaN or inf (checked in the task, on its device)."""
+    xp = array_api_compat.array_namespace(block)
+    if xp.isdtype(block.dtype, "real floating") and not bool(xp.all(xp.isfinite(block))):
+        raise InvalidParameterError(f"The 'K' parameter of store_gram must be finite; block {block_id} holds NaN "
+                                    "or inf.")
+    return block
+
+
+def _remove(path, settle=0.2, patience=5.0):
+    """Remove a partly written store.  Tasks of other blocks that were already running when one block failed
+    (threads, distributed workers) may still write theirs and recreate files: removed again until the path has
+    stayed absent for ``settle`` seconds (at most ``patience`` seconds)."""
+    import os
+    import shutil
+    import time
+
+    end, absent_since = time.monotonic() + patience, None
+    while time.monotonic() < end:
+        if os.path.lexists(path):
+            if os.path.isdir(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                try:
+                    os.remove(path)
+                except FileNotFoundError:
+                    pass
+            absent_since = None
+        elif absent_since is None:
+            absent_since = time.monotonic()
+        elif time.monotonic() - absent_since >= settle:
+            return
+        time.sleep(0.02)
+
+
 def store_gram(K, path, *, compute=True, compress=False):
     """Write a Dask Gram block by block: to a Zarr store (``path`` ends in ``.zarr``) or a ``.npy`` file.
 
@@ -517,22 +552,38 @@ def store_gram(K, path, *, compute=True, compress=False):
     :func:`open_gram` of the result (lazy), or the store's delayed object if ``compute=False``.
     ``compress``: Zarr's default compressor (a float Gram compresses little, and every CG product would
     decompress it); default off.
+
+    ``K`` must hold real numbers (a float, integer or boolean dtype); each task checks that its block is finite
+    before writing it, and a NaN or inf raises :class:`~ntkref._validation.InvalidParameterError` (with
+    ``compute=True`` the partly written file or store is then removed, unless it existed before, once the
+    blocks already being written elsewhere have finished).
     """
+    import os
+
     import numpy as np
 
     da = _da()
     path = str(path)
     if not is_dask(K) or K.ndim != 2:
         raise InvalidParameterError("The 'K' parameter of store_gram must be a 2-D Dask array.")
-    if path.endswith(".zarr"):
-        extra = {} if compress else {"compressors": None}
-        out = da.to_zarr(K, path, overwrite=True, compute=compute, **extra)
-        return open_gram(path, chunks=K.chunks) if compute else out
-    if path.endswith(".npy"):
-        np.lib.format.open_memmap(path, mode="w+", dtype=np.dtype(K.dtype), shape=K.shape).flush()
-        out = da.store(K, _NpyWriter(path), lock=False, compute=compute)
-        return open_gram(path, chunks=K.chunks) if compute else out
-    raise InvalidParameterError(f"The 'path' parameter of store_gram must end in '.zarr' or '.npy'. Got {path!r}.")
+    if np.dtype(K.dtype).kind not in "biuf":
+        raise InvalidParameterError(f"The 'K' parameter of store_gram must hold real numbers; got dtype {K.dtype}.")
+    if not (path.endswith(".zarr") or path.endswith(".npy")):
+        raise InvalidParameterError(f"The 'path' parameter of store_gram must end in '.zarr' or '.npy'. Got {path!r}.")
+    K = K.map_blocks(_finite_block, dtype=K.dtype, meta=K._meta)
+    existed = os.path.exists(path)
+    try:
+        if path.endswith(".zarr"):
+            extra = {} if compress else {"compressors": None}
+            out = da.to_zarr(K, path, overwrite=True, compute=compute, **extra)
+        else:
+            np.lib.format.open_memmap(path, mode="w+", dtype=np.dtype(K.dtype), shape=K.shape).flush()
+            out = da.store(K, _NpyWriter(path), lock=False, compute=compute)
+    except InvalidParameterError:
+        if compute and not existed:
+            _remove(path)
+        raise
+    return open_gram(path, chunks=K.chunks) if compute else out
 
 
 def _npy_block(path, i0, i1, j0, j1):
@@ -542,10 +593,34 @@ def _npy_block(path, i0, i1, j0, j1):
     return np.array(mm[i0:i1, j0:j1])
 
 
+def _gram_chunks(chunks, shape, dtype):
+    """``open_gram``'s ``chunks`` (None, an int >= 1, or ((rows...), (cols...))) as Dask's normalised chunks."""
+    import numbers
+
+    from dask.array.core import normalize_chunks
+
+    if isinstance(chunks, bool) or not (isinstance(chunks, (numbers.Integral, tuple, list))):
+        raise InvalidParameterError(f"The 'chunks' parameter of open_gram must be an int >= 1 or ((rows...), "
+                                    f"(cols...)). Got {chunks!r}.")
+    if isinstance(chunks, numbers.Integral):
+        chunks = (int(chunks), int(chunks))
+    try:
+        sizes = [c if isinstance(c, numbers.Integral) else tuple(c) for c in chunks]
+        # a block size per axis is >= 1; explicit block lists may hold 0 (an empty Gram's axis is one 0 block)
+        if len(sizes) != 2 or any(isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < low
+                                  for c in sizes for v, low in (((c, 1),) if isinstance(c, numbers.Integral)
+                                                                else ((v, 0) for v in c))):
+            raise ValueError("block sizes must be ints >= 1")
+        return normalize_chunks(tuple(sizes), shape=shape, dtype=dtype)
+    except (ValueError, TypeError) as exc:
+        raise InvalidParameterError(f"The 'chunks' parameter of open_gram must be an int >= 1 or ((rows...), "
+                                    f"(cols...)) summing to the Gram's shape {shape}. Got {chunks!r} ({exc}).") from None
+
+
 def open_gram(path, *, chunks=None):
     """A Gram written by :func:`store_gram` as a lazy Dask array (each task reads its block from disk).
 
-    ``chunks``: ((rows...), (cols...)) or an int; default the Zarr chunks, or 4096 for ``.npy``.
+    ``chunks``: ((rows...), (cols...)) or an int >= 1; default the Zarr chunks, or 4096 for ``.npy``.
     """
     import numpy as np
     from dask.highlevelgraph import HighLevelGraph
@@ -553,15 +628,18 @@ def open_gram(path, *, chunks=None):
     da = _da()
     path = str(path)
     if path.endswith(".zarr"):
-        return da.from_zarr(path, chunks=chunks) if chunks is not None else da.from_zarr(path)
+        if chunks is None:
+            return da.from_zarr(path)
+        import zarr
+
+        z = zarr.open_array(path, mode="r")
+        return da.from_zarr(z, chunks=_gram_chunks(chunks, z.shape, z.dtype))
     if not path.endswith(".npy"):
         raise InvalidParameterError(f"The 'path' parameter of open_gram must end in '.zarr' or '.npy'. Got {path!r}.")
     mm = np.load(path, mmap_mode="r")
     shape, dtype = mm.shape, mm.dtype
     del mm
-    from dask.array.core import normalize_chunks
-
-    chunks = normalize_chunks(4096 if chunks is None else chunks, shape=shape, dtype=dtype)
+    chunks = _gram_chunks(4096 if chunks is None else chunks, shape, dtype)
     r, c = _offsets(chunks[0]), _offsets(chunks[1])
     name = _name("open-gram", path)
     dsk = {(name, i, j): (_npy_block, path, r[i], r[i + 1], c[j], c[j + 1])

@@ -107,8 +107,14 @@ def _image_args(kinds, scale_range, layout, dtype, caller):
     dtype = check_dtype(dtype, caller)
     if scale_range is None:
         scale_range = (1e-100, 1e100) if dtype == "float64" else (1e-10, 1e10)
-    lo = check_real(scale_range[0], "scale_range", caller=caller, low=0.0, closed="neither")
-    hi = check_real(scale_range[1], "scale_range", caller=caller, low=lo)
+    if isinstance(scale_range, str) or not hasattr(scale_range, "__len__") or len(scale_range) != 2:
+        raise InvalidParameterError(f"The 'scale_range' parameter of {caller} must be a pair (low, high). Got "
+                                    f"{scale_range!r}.")
+    # pixels are drawn in float64 and cast to dtype: the range must lie inside dtype's normal numbers, else the
+    # cast would turn the largest pixels into inf or the smallest into 0
+    fi = np.finfo(dtype)
+    lo = check_real(scale_range[0], "scale_range", caller=caller, low=float(fi.tiny), high=float(fi.max))
+    hi = check_real(scale_range[1], "scale_range", caller=caller, low=lo, high=float(fi.max))
     return kinds, (lo, hi), layout, dtype
 
 
@@ -189,6 +195,7 @@ def hard_images(channels=2, height=3, width=3, *, seed=0, layout="NCHW", dtype="
     w = check_int(width, "width", caller="hard_images", low=1)
     layout = check_option(layout, "layout", ("NCHW", "NHWC"), caller="hard_images")
     dtype = check_dtype(dtype, "hard_images")
+    seed = check_int(seed, "seed", caller="hard_images", low=0)
     big = 1e100 if np.dtype(dtype) == np.float64 else 1e10
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((c, h, w))

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from ._testing_engine import check_candidate, check_mode, drive
 from ._testing_kernel import host, mover
 from ._testing_report import Mismatch
-from ._validation import check_int, check_option, check_real
+from ._backend import to_numpy
+from ._validation import InvalidParameterError, check_array, check_int, check_option, check_real
 from .testing import _finish, machine_problems
 
 __all__ = ["check_fit", "check_dynamics", "check_certificate", "fit_convention_hint"]
@@ -65,12 +66,21 @@ def fit_convention_hint(K, y, alpha, loss, lam, *, reduction="sum", tol=1e-8, lo
     within ``tol``·max(1, |P*|) of ntkref's optimum there): e.g. ``"matches lam' = 2*lam"`` — the ½ convention
     of the squared loss — or ``"matches reduction='mean'"``.  Returns ``""`` if none does.
     """
+    caller = "fit_convention_hint"
     machines = _import("machines")
     losses = _import("losses")
     loss_obj = losses.get(loss, **(loss_options or {})) if isinstance(loss, str) else loss
+    lam = check_real(lam, "lam", caller=caller, low=0.0, closed="neither")
+    tol = check_real(tol, "tol", caller=caller, low=0.0)
+    reduction = check_option(reduction, "reduction", ("sum", "mean"), caller=caller)
     put = mover(None)
-    K, y, alpha = host(K), host(y), host(alpha)
+    K = check_array(np.asarray(to_numpy(K)), "K", caller=caller, ndim=2, xp=np, dtype=np.float64)
     n = K.shape[0]
+    if n == 0 or K.shape[1] != n:
+        raise InvalidParameterError(f"The 'K' parameter of {caller} must be a non-empty square matrix; got shape "
+                                    f"{K.shape}.")
+    y, alpha = (check_array(np.asarray(to_numpy(a)), name, caller=caller, xp=np, dtype=np.float64, shape=(n,))
+                for a, name in ((y, "y"), (alpha, "alpha")))
     other = "mean" if reduction == "sum" else "sum"
     trials = [(f"lam' = 2*lam = {2 * lam:g}", 2 * lam, reduction), (f"lam' = lam/2 = {lam / 2:g}", lam / 2, reduction),
               (f"lam' = n*lam = {n * lam:g} (sum vs mean)", n * lam, reduction),

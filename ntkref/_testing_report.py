@@ -57,8 +57,10 @@ import json
 import math
 from dataclasses import dataclass, field
 
+import array_api_compat
 import numpy as np  # host-side test tooling: reports are NumPy/Python values by design
 
+from ._backend import to_numpy
 from ._validation import InvalidParameterError
 
 __all__ = ["certified_bound", "FAILURE_KINDS", "ENTRY_COLUMNS", "REPORT_SCHEMA", "SCHEMA_VERSION", "Mismatch", "KindSummary",
@@ -85,12 +87,20 @@ def _text(v):
 def json_safe(value, path="", non_finite=None):
     """``value`` as JSON-ready Python data: arrays → nested lists, non-finite floats → ``None``.
 
-    Each replaced float is recorded in ``non_finite`` (a dict, path → ``"nan"``/``"inf"``/``"-inf"``).
+    Each replaced float is recorded in ``non_finite`` (a dict, path → ``"nan"``/``"inf"``/``"-inf"``).  Arrays of
+    any array library are copied to the host first; complex numbers have no JSON form and are refused
+    (``InvalidParameterError`` naming ``value`` and the path).  Other objects become their ``str``.
     """
     if non_finite is None:
         non_finite = {}
+    if not isinstance(value, np.ndarray) and array_api_compat.is_array_api_obj(value):
+        value = np.asarray(to_numpy(value))  # explicit host copy of another library's array (reports are host data)
     if isinstance(value, np.ndarray):
         value = value.tolist()
+    if isinstance(value, (complex, np.complexfloating)):
+        where = f" (at {path})" if path else ""
+        raise InvalidParameterError(f"The 'value' parameter of json_safe holds a complex number{where}, which JSON "
+                                    f"cannot represent: {value!r}.")
     if isinstance(value, (np.floating, np.integer, np.bool_)):
         value = value.item()
     if isinstance(value, bool) or value is None or isinstance(value, (int, str)):

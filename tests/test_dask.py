@@ -222,3 +222,42 @@ def test_two_worker_processes_with_a_memory_limit(problem):
         assert np.linalg.norm(m.alpha_.compute() - ref) <= m.alpha_error_bound
         r = _dask.certified_radius(ref, X, da.from_array(Xt, chunks=35)).compute()
         assert np.array_equal(r, certify.certified_radius(ref, X, Xt))
+
+
+@pytest.mark.parametrize("ext", [".zarr", ".npy"])
+def test_store_gram_refuses_non_finite_or_complex_and_leaves_no_file(tmp_path, ext):
+    """A NaN or inf anywhere (here in the last block only) is found by that block's task: an error naming K, and
+    the partly written store is removed; a complex Gram is refused before anything is written."""
+    if ext == ".zarr":
+        pytest.importorskip("zarr")
+    K = np.eye(5) + 0.5
+    for bad in (np.nan, np.inf, -np.inf):
+        Kb = K.copy()
+        Kb[4, 4] = bad
+        path = os.fspath(tmp_path / ("K" + ext))
+        with pytest.raises(InvalidParameterError, match="'K'.*finite"):
+            _dask.store_gram(da.from_array(Kb, chunks=2), path)
+        assert not os.path.exists(path)
+    with pytest.raises(InvalidParameterError, match="'K'.*real"):
+        _dask.store_gram(da.from_array(K + 0j, chunks=2), os.fspath(tmp_path / ("C" + ext)))
+    assert not os.path.exists(tmp_path / ("C" + ext))
+    # finite, also at the extremes of float64: stored exactly
+    Kx = np.outer([1e300, -1e-300, 1.0, 2.0, 0.0], [1.0, 1.0, -1.0, 0.5, 1.0])
+    out = _dask.store_gram(da.from_array(Kx, chunks=2), os.fspath(tmp_path / ("X" + ext)))
+    assert np.array_equal(out.compute(), Kx)
+
+
+@pytest.mark.parametrize("ext", [".zarr", ".npy"])
+def test_open_gram_reads_any_valid_blocking_and_refuses_invalid_chunks(tmp_path, ext):
+    if ext == ".zarr":
+        pytest.importorskip("zarr")
+    K = np.arange(20.0).reshape(5, 4)
+    path = os.fspath(tmp_path / ("K" + ext))
+    _dask.store_gram(da.from_array(K, chunks=2), path)
+    for chunks, want in ((((1, 4), (3, 1)), ((1, 4), (3, 1))), (3, ((3, 2), (3, 1))), (10, ((5,), (4,)))):
+        G = _dask.open_gram(path, chunks=chunks)
+        assert G.chunks == want
+        assert np.array_equal(G.compute(), K)  # the same numbers whatever the blocking
+    for bad in (0, -1, 1.5, float("nan"), True, "2", ((5,), (3,)), ((2, 3), (2, -2, 4)), ((5,),)):
+        with pytest.raises(InvalidParameterError, match="'chunks'"):
+            _dask.open_gram(path, chunks=bad)

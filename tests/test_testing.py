@@ -934,3 +934,55 @@ def test_certified_bound_is_what_the_mpmath_tests_prove_and_what_the_verdicts_us
     with pytest.raises(ValueError, match="family"):
         T.certified_bound("gru", depth=1)
     assert T.certified_bound("fc", depth=1, dtype=np.float32)[0] == 1e-5
+
+
+def test_fit_convention_hint_names_the_slip_and_refuses_bad_input(asxp):
+    from ntkref import machines
+
+    rng = np.random.default_rng(5)
+    A = rng.standard_normal((6, 6))
+    K = A @ A.T / 6 + 0.5 * np.eye(6)  # positive definite: alpha is unique, so each lam' has its own alpha
+    y = np.array([1.0, -1.0, 1.0, 1.0, -1.0, -1.0])
+    lam = 0.1
+    alpha_2lam = np.asarray(machines.fit(K, y, "squared", 2 * lam))  # the 1/2 convention of the squared loss
+    alpha_lam = np.asarray(machines.fit(K, y, "squared", lam))
+    assert "2*lam" in T.fit_convention_hint(asxp(K), asxp(y), asxp(alpha_2lam), "squared", lam)
+    assert T.fit_convention_hint(K, y, alpha_lam, "squared", lam) == ""  # the right alpha is no other lam's
+    bad_K = K.copy()
+    bad_K[2, 3] = np.nan
+    for kwargs, name in ((dict(K=bad_K), "K"), (dict(K=K[:, :5]), "K"), (dict(K=K[:0, :0]), "K"),
+                         (dict(y=y[:5]), "y"), (dict(alpha=np.full(6, np.inf)), "alpha"),
+                         (dict(alpha=alpha_lam + 1j), "alpha"), (dict(lam=0.0), "lam"), (dict(lam=np.nan), "lam"),
+                         (dict(tol=-1.0), "tol"), (dict(reduction="avg"), "reduction")):
+        args = dict(K=K, y=y, alpha=alpha_lam, loss="squared", lam=lam) | kwargs
+        with pytest.raises(InvalidParameterError, match=f"'{name}'"):
+            T.fit_convention_hint(**args)
+
+
+def test_json_safe_reads_any_array_library_exactly_and_refuses_complex(asxp):
+    import json
+
+    a = np.array([[0.1, -2.5e-300], [1e300, 3.0]])
+    got = T.json_safe({"K": asxp(a), "n": np.int64(3)})
+    assert got == {"K": a.tolist(), "n": 3}  # the same floats, not the array's repr
+    assert json.loads(json.dumps(got))["K"] == a.tolist()  # and they round-trip through JSON exactly
+    rec = {}
+    assert T.json_safe(asxp(np.array([1.0, np.nan, -np.inf])), "x", rec) == [1.0, None, None]
+    assert rec == {"x[1]": "nan", "x[2]": "-inf"}
+    with pytest.raises(InvalidParameterError, match=r"'value'.*r\[1\]"):
+        T.json_safe({"r": [1.0, 2 + 1j]})
+
+
+def test_image_strategies_refuse_scale_ranges_their_dtype_cannot_hold():
+    # float32 pixels near float32's largest number: every drawn pixel finite and at most the range's top
+    top = float(np.finfo(np.float32).max)
+    for x in _sample(T.images(dtype="float32", scale_range=(1e30, top)), 10):
+        assert x.dtype == np.float32 and np.all(np.isfinite(x)) and np.max(np.abs(x)) <= top
+    for bad in ((1e-10, 1e300), (1e-300, 1.0), (0.0, 1.0), (1.0, 0.5), (1.0,), float("nan"), "ab"):
+        with pytest.raises(InvalidParameterError, match="scale_range"):
+            T.images(dtype="float32", scale_range=bad)
+        with pytest.raises(InvalidParameterError, match="scale_range"):
+            T.image_inputs(dtype="float32", scale_range=bad)
+    for seed in (-1, 1.5, "0"):
+        with pytest.raises(InvalidParameterError, match="seed"):
+            T.hard_images(seed=seed)
