@@ -194,7 +194,11 @@ def main(argv=None):
                     row["gram_entries_per_s"] = {"dask": n * n / d["gram_s"], "numpy": n * n / s["gram_s"]}
                     row["peak_per_worker_over_numpy_peak"] = max(d["worker_peak_bytes"]) / s["peak_bytes"]
                     ra, rb = np.load(os.path.join(tmp, "radii_dask.npy")), np.load(cfg["radii_file"])
-                    row["radii_max_rel_diff"] = float(np.max(np.abs(ra - rb) / np.maximum(rb, 1e-300)))
+                    fin = np.isfinite(ra) & np.isfinite(rb)
+                    row["radii_same_non_finite"] = bool(np.array_equal(ra[~fin], rb[~fin])
+                                                        and np.array_equal(np.isfinite(ra), np.isfinite(rb)))
+                    row["radii_max_rel_diff"] = (float(np.max(np.abs(ra[fin] - rb[fin]) / np.maximum(rb[fin], 1e-300)))
+                                                 if fin.any() else 0.0)
             results.append(row)
             print(json.dumps(row), flush=True)
     report = {"benchmark": "bench_dask", "results": results}
