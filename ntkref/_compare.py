@@ -59,7 +59,9 @@ import csv
 import io
 import math
 
-import numpy as np  # host-side reports: the reference has already been copied back
+import numpy as np  # host-side reports: every array is copied back explicitly (_host)
+
+from ._backend import to_numpy
 
 __all__ = ["SCHEMA_VERSION", "CSV_COLUMNS", "GROUPS", "ArrayComparison", "compare_arrays", "report_dict", "csv_text",
            "json_number"]
@@ -81,19 +83,25 @@ def json_number(v, field, non_finite):
     return None
 
 
+def _host(a):
+    """An explicit host copy in float64 (CuPy and device arrays through ``to_numpy``, never implicitly)."""
+    return np.asarray(to_numpy(a), dtype=np.float64)
+
+
 class ArrayComparison:
     """One candidate array against its reference, entry by entry (module docstring)."""
 
     def __init__(self, name, candidate, reference, scale, user_tol, bound, atol, measure, *, parts=None,
                  inputs=None):
         self.name, self.measure, self.atol = name, measure, float(atol)
-        C = np.asarray(candidate, dtype=np.float64)
-        R = np.asarray(reference, dtype=np.float64)
+        # the report is built on the host: every input is copied there explicitly (to_numpy), whatever its library
+        C = _host(candidate)
+        R = _host(reference)
         shape = R.shape
         self.C, self.R = C, R
-        self.scale = np.broadcast_to(np.asarray(scale, dtype=np.float64), shape)
-        self.user_tol = np.broadcast_to(np.asarray(user_tol, dtype=np.float64), shape)
-        self.bound = np.broadcast_to(np.asarray(bound, dtype=np.float64), shape)
+        self.scale = np.broadcast_to(_host(scale), shape)
+        self.user_tol = np.broadcast_to(_host(user_tol), shape)
+        self.bound = np.broadcast_to(_host(bound), shape)
         self.parts = parts  # dict name -> boolean mask, or None
         self.inputs = inputs  # (x1, x2) host arrays for kernels, or None
         with np.errstate(all="ignore"):
