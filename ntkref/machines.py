@@ -106,6 +106,8 @@ from ._validation import InvalidParameterError, check_array, check_int, check_op
 
 __all__ = [
     "KernelMachine",
+    "CheckedGram",
+    "checked_gram",
     "ConvergenceWarning",
     "fit",
     "solve",
@@ -136,7 +138,11 @@ def _check_gram(K, caller, *, psd=True, xp=None, name="K"):
     """Square, finite, symmetric (then symmetrised) and, if ``psd``, PSD Gram matrix (``name`` in messages).
 
     ``psd``: False, True (the certified Cholesky test), or a method of :func:`_check_psd`.
+    A :class:`CheckedGram` is not checked again (only a stronger PSD test than the one it passed runs).
     """
+    if isinstance(K, CheckedGram):
+        _upgrade_psd(K, "cholesky" if psd is True else _psd_method(psd, K.shape[0], caller), caller, name)
+        return K.K
     K = check_array(K, name, caller=caller, ndim=2, xp=xp, finite=False)
     xp = namespace(K)
     n, m = K.shape
@@ -146,7 +152,7 @@ def _check_gram(K, caller, *, psd=True, xp=None, name="K"):
         raise InvalidParameterError(f"The {name!r} parameter of {caller} must have at least one row.")
     if _compat.exactly_symmetric_and_finite(K, xp):  # the common case (NumPy), in ~half the time
         if psd:
-            _check_psd(K, caller, name, method="cholesky" if psd is True else psd)
+            _check_psd(K, caller, name, method="cholesky" if psd is True else _psd_method(psd, n, caller))
         return K
     eps = _eps(K.dtype, xp)
     # max|K − Kᵀ| over 256×256 tiles of the upper triangle: a whole transposed copy reads
@@ -172,7 +178,7 @@ def _check_gram(K, caller, *, psd=True, xp=None, name="K"):
     if asym > 0:
         K = (K + xp.matrix_transpose(K)) / 2
     if psd:
-        _check_psd(K, caller, name, method="cholesky" if psd is True else psd)
+        _check_psd(K, caller, name, method="cholesky" if psd is True else _psd_method(psd, n, caller))
     return K
 
 
@@ -299,6 +305,93 @@ def _cholesky_ok(K, shift, xp):
     return bool(xp.all(xp.isfinite(L)))  # cupy returns NaN instead of raising
 
 
+_PSD_STRENGTH = {None: 0, "lanczos": 1, "cholesky": 2}
+
+
+@dataclass(frozen=True, repr=False)
+class CheckedGram:
+    """A Gram matrix validated once, for many fits (a λ sweep): made by :func:`checked_gram`.
+
+    The machines (:func:`solve`, :func:`fit`, :func:`hard_margin_svm`, the objectives, :func:`rkhs_norm`)
+    and :mod:`ntkref.kkt` accept it wherever they take ``K`` and do not check it again; they run a PSD test
+    only when they ask for a stronger one than ``psd_test`` (None < "lanczos" < "cholesky").
+
+    Attributes
+    ----------
+    K : array, shape (n, n)
+        ntkref's own copy of the validated Gram (finite, symmetric: symmetrised if it was within the
+        tolerance), on the input's device; read-only for NumPy.  Do not modify it: the checks would no
+        longer describe it.
+    psd_test : {"cholesky", "lanczos"} or None
+        The PSD test it passed (``check_psd`` of :func:`checked_gram`, "auto" resolved by n).
+    """
+
+    K: object
+    psd_test: object
+
+    @property
+    def shape(self):
+        return tuple(self.K.shape)
+
+    @property
+    def dtype(self):
+        return self.K.dtype
+
+    def __repr__(self):
+        return f"CheckedGram(shape={self.shape}, dtype={self.dtype}, psd_test={self.psd_test!r})"
+
+
+def checked_gram(K, *, check_psd=True):
+    """Validate a Gram matrix once (finite, square, symmetric, PSD test) for repeated fits.
+
+    The checks of :func:`solve` cost more than an SVM solve on a few thousand points (at n = 1 700:
+    ~3 ms for finiteness and symmetry, 40–80 ms for the Cholesky certificate, against ~5 ms for the
+    solve), so a λ sweep or a comparison of losses on one Gram pays them once::
+
+        G = machines.checked_gram(K)            # the default checks, once
+        fits = [machines.fit(G, y, "hinge", lam) for lam in (1.0, 0.1, 0.01)]
+
+    Parameters
+    ----------
+    K : array, shape (n, n)
+        The Gram matrix (the module docstring gives the tolerances).
+    check_psd : bool or {"auto", "cholesky", "lanczos"}
+        The PSD test, as in :func:`solve` (default True = "auto": the Cholesky certificate for
+        n ≤ 4096, the Lanczos test above).
+
+    Returns
+    -------
+    CheckedGram
+        Holding a private copy of the validated K (n² more memory, once), so later changes to the
+        caller's array do not invalidate the checks.
+    """
+    caller = "machines.checked_gram"
+    if isinstance(K, CheckedGram):
+        method = _psd_method(check_psd, K.shape[0], caller)
+        _upgrade_psd(K, method, caller, "K")
+        return K if _PSD_STRENGTH[method] <= _PSD_STRENGTH[K.psd_test] else CheckedGram(K.K, method)
+    if _dask.is_dask(K):
+        raise InvalidParameterError(
+            f"The 'K' parameter of {caller} is a Dask array: the Dask solvers do not take a checked Gram "
+            "(they validate block by block); pass the Dask Gram to machines.solve directly."
+        )
+    K_in = K
+    K = _check_gram(K, caller, psd=False)
+    method = _psd_method(check_psd, K.shape[0], caller)
+    if method:
+        _check_psd(K, caller, method=method)
+    xp = namespace(K)
+    if K is K_in or not is_numpy_namespace(xp) or getattr(K, "base", None) is not None:
+        K = xp.asarray(K, copy=True)  # ntkref's own copy
+    return CheckedGram(_compat.read_only(K, xp), method)
+
+
+def _upgrade_psd(G, method, caller, name):
+    """Run the PSD test ``method`` on a CheckedGram if it is stronger than the one it passed."""
+    if _PSD_STRENGTH[method] > _PSD_STRENGTH[G.psd_test]:
+        _check_psd(G.K, caller, name, method=method)
+
+
 def _check_lam(lam, loss, caller, *, allow_zero):
     if loss.name == "squared" and allow_zero:
         return check_real(lam, "lam", caller=caller, low=0.0)
@@ -314,6 +407,7 @@ def _check_lam(lam, loss, caller, *, allow_zero):
 def _prepare(K, y, loss, lam, reduction, caller, *, psd=True, allow_zero=True):
     loss = _get_loss(loss, caller)
     check_option(reduction, "reduction", REDUCTIONS, caller=caller)
+    checked = K if isinstance(K, CheckedGram) else None
     K = _check_gram(K, caller, psd=False)
     xp = namespace(K)
     n = K.shape[0]
@@ -324,7 +418,9 @@ def _prepare(K, y, loss, lam, reduction, caller, *, psd=True, allow_zero=True):
     lam = _check_lam(lam, loss, caller, allow_zero=allow_zero)
     lam_sum = lam * n if reduction == "mean" else lam
     method = _psd_method(psd, n, caller)
-    if method:  # last: the only check costlier than O(n²)
+    if checked is not None:  # checked once: only a stronger PSD test than the one it passed runs
+        _upgrade_psd(checked, method, caller, "K")
+    elif method:  # last: the only check costlier than O(n²)
         _check_psd(K, caller, method=method)
     return K, y, loss, lam, lam_sum, xp
 
@@ -460,10 +556,6 @@ def _scatter(mask, values, xp):
     return xp.where(mask, xp.take(values, pos), xp.zeros_like(xp.take(values, pos)))
 
 
-def _submatrix(A, idx, xp):
-    return xp.take(xp.take(A, idx, axis=0), idx, axis=1)
-
-
 def _scatter_idx(idx, values, n, xp):
     """Vector v of length n with v[idx] = values and 0 elsewhere (``idx`` ascending, as ``nonzero`` returns).
 
@@ -489,6 +581,10 @@ def _soft(v, thr, xp):
 
 
 def _solve_vec(A, b, xp):
+    if is_numpy_namespace(xp):  # NumPy's own solve: the wrapper's checks cost ~13 µs a call, 40 calls a fit
+        import numpy as np
+
+        return np.linalg.solve(A, b[:, None])[:, 0]
     return xp.linalg.solve(A, b[:, None])[:, 0]
 
 
@@ -519,17 +615,19 @@ def _qp_obj(a, Qa, b, eps, xp):
     return val + eps * xp.sum(xp.abs(a), axis=0) if eps else val
 
 
-def _face_direction(Qff, r, xp):
+def _face_direction(Qff, r, xp, qmax=None):
     """Direction d on the current face: Q_FF d = r, or, if Q_FF is singular and r has a
     component in its null space, that component (a direction of linear descent).
 
     Returns (d, is_newton): is_newton says the full step d reaches the face minimiser.
-    One host read when the LU solve is accepted (its residual, scale and rᵀd together).
+    One host read when the LU solve is accepted (its residual, scale and rᵀd together).  ``qmax``: a bound
+    on max|Q_FF| known to the caller (max|Q| of the whole QP), saving a reduction per call.
     """
     m = Qff.shape[0]
     try:  # exact solve first (LU, backward stable)
         d = _solve_vec(Qff, r, xp)
-        res, qmax, dmax, rmax, rd = _read(xp, xp.max(xp.abs(Qff @ d - r)), xp.max(xp.abs(Qff)),
+        res, qmax, dmax, rmax, rd = _read(xp, xp.max(xp.abs(Qff @ d - r)),
+                                          xp.max(xp.abs(Qff)) if qmax is None else qmax,
                                           xp.max(xp.abs(d)), xp.max(xp.abs(r)), xp.sum(r * d))
         # NaN (CuPy's singular solve) fails every comparison below
         if res <= 1e3 * m * _eps(Qff.dtype, xp) * (qmax * dmax + rmax) and rd > 0:
@@ -581,7 +679,7 @@ def _active_set_qp(Q, b, lo, hi, eps, a, max_iter, xp):
         free = (a != lo) & (a != hi)
         s = zero
     Qa = Q @ a
-    L, bmax = _read(xp, xp.max(xp.sum(xp.abs(Q), axis=1)), xp.max(xp.abs(b)))
+    L, bmax, qmax = _read(xp, xp.max(xp.sum(xp.abs(Q), axis=1)), xp.max(xp.abs(b)), xp.max(xp.abs(Q)))
     steps = xp.asarray([0.5**j for j in range(_LINE_STEPS)], dtype=Q.dtype, device=dev)
     big = xp.asarray(math.inf, dtype=Q.dtype, device=dev)
     singular_seen = False
@@ -592,7 +690,7 @@ def _active_set_qp(Q, b, lo, hi, eps, a, max_iter, xp):
         at_min = idx.shape[0] == 0
         if not at_min:
             G = Qa - b + eps * s if eps else Qa - b  # gradient of q on the current pieces
-            d_f, is_newton = _face_direction(_submatrix(Q, idx, xp), -xp.take(G, idx), xp)
+            d_f, is_newton = _face_direction(_compat.submatrix(Q, idx, xp), -xp.take(G, idx), xp, qmax)
             singular_seen = singular_seen or not is_newton
             d = _scatter_idx(idx, d_f, m, xp)
             target = a + d
@@ -1203,6 +1301,7 @@ def duality_gap(alpha, K, y, loss, lam, *, reduction="sum"):
     D = dual_objective(alpha, K, y, loss, lam, reduction=reduction)
     loss_obj = _get_loss(loss, "machines.duality_gap")
     if D == -math.inf and loss_obj.smoothness is not None:
+        K = K.K if isinstance(K, CheckedGram) else K
         xp = namespace(K)
         Kx = check_array(K, "K", xp=xp)
         n = Kx.shape[0]

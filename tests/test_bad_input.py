@@ -206,6 +206,7 @@ def _machines():
         E("machines.fit[squared]", lambda: (m.fit, dict(K=K, y=y, loss="squared", lam=0.1)),
           **{**common, "reals": {"lam": [-1.0], "tol": [0.0, -1.0]}}),
         E("machines.solve", lambda: (m.solve, dict(K=K, y=y, loss="logistic", lam=0.1)), **common),
+        E("machines.checked_gram", lambda: (m.checked_gram, dict(K=K)), arrays=("K",), options=("check_psd",)),
         E("machines.hard_margin_svm", lambda: (m.hard_margin_svm, dict(K=K, y=y)), arrays=("K", "y"),
           reals={"tol": [0.0, -1.0], "C_max": [0.0, -1.0]}),
         E("machines.predict", lambda: (m.predict, dict(alpha=a, K_test_train=Kt)), arrays=("alpha", "K_test_train")),
@@ -1256,7 +1257,8 @@ RECORDS = {
     "margins.TrainingRecord", "mean_field.FlowRecord", "nets.NetTrajectory", "regularizers.Flow",
     "regularizers.RegularizedTrajectory", "sparsity.AWTSearchResult", "sparsity.AWTValue", "testing.OracleMismatch",
     "testing.CheckReport", "testing.Mismatch", "losses.Loss", "losses.LossOverflowError",
-    "testing.KindSummary",  # a returned record: CheckReport.failures maps each failure kind to one
+    "testing.KindSummary",
+    "machines.CheckedGram",  # returned by machines.checked_gram (its bad input is checked_gram's)  # a returned record: CheckReport.failures maps each failure kind to one
 }
 def _public_callables():
     out = set()

@@ -900,3 +900,115 @@ def test_machine_predicts_only_where_it_was_fitted():
     for other in (strict.asarray(K[:2]), K[:2]):
         with pytest.raises(InvalidParameterError, match="K_test_train"):
             m.predict(other)
+
+
+# ------------------------------------------------------------------ checked Grams (checks once, many fits)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_checked_gram_fits_equal_plain_fits_without_rechecking(name, monkeypatch, xp, asxp, tonp):
+    """A fit on checked_gram(K) is the fit on K (bit for bit: the same validated array reaches the solver),
+    and it runs no check again: with the PSD tests and the symmetry test made to fail, it still fits."""
+    X, y = _problem(name, 30, 5, 11)
+    K = X @ X.T + 0.1 * np.eye(30)
+    K = (K + K.T) / 2
+    G = machines.checked_gram(asxp(K))
+    assert G.psd_test == "cholesky" and G.shape == (30, 30)
+    plain = machines.solve(asxp(K), asxp(y), _loss(name), 0.3)
+
+    def boom(*a, **k):
+        raise AssertionError("a check ran again")
+
+    monkeypatch.setattr(machines, "_check_psd", boom)
+    monkeypatch.setattr(machines._compat, "exactly_symmetric_and_finite", boom)
+    checked = machines.solve(G, asxp(y), _loss(name), 0.3)
+    np.testing.assert_array_equal(tonp(checked.alpha_), tonp(plain.alpha_))
+    assert checked.duality_gap == plain.duality_gap and checked.converged
+
+
+def test_checked_gram_runs_only_a_stronger_psd_test(monkeypatch, xp, asxp):
+    """psd_test orders None < lanczos < cholesky: a fit asking for a stronger test than the Gram passed runs
+    it (and an indefinite K checked without a PSD test is refused then); a weaker or equal one does not."""
+    w = np.linspace(1.0, 2.0, 40)
+    w[0] = -0.5
+    K_bad = _with_spectrum(w, 7)
+    G = machines.checked_gram(asxp(K_bad), check_psd=False)
+    assert G.psd_test is None
+    with pytest.raises(InvalidParameterError, match="positive semidefinite"):
+        machines.fit(G, asxp(np.ones(40)), "squared", 1.0)  # default check_psd: the Cholesky certificate
+    machines.fit(G, asxp(np.ones(40)), "squared", 1.0, check_psd=False)  # nothing asked, nothing run
+    calls = []
+    real = machines._check_psd
+    monkeypatch.setattr(machines, "_check_psd", lambda K, c, name="K", method="cholesky": (calls.append(method),
+                                                                                          real(K, c, name, method)))
+    G2 = machines.checked_gram(asxp(_spd()), check_psd="lanczos")
+    machines.fit(G2, asxp(np.ones(4)), "hinge", 1.0, check_psd="lanczos")
+    assert calls == ["lanczos"]  # the checked_gram call only
+    machines.fit(G2, asxp(np.ones(4)), "hinge", 1.0)
+    assert calls == ["lanczos", "cholesky"]
+
+
+def test_checked_gram_holds_its_own_copy(xp, asxp, tonp):
+    """Changing the caller's array after the checks changes neither the checked Gram nor its fits."""
+    K = _spd()
+    K_user = asxp(K.copy())
+    G = machines.checked_gram(K_user)
+    before = tonp(machines.fit(G, asxp(np.array([1.0, -1.0, 1.0, -1.0])), "hinge", 0.5))
+    if hasattr(K_user, "__setitem__"):
+        try:
+            K_user[0, 1] = -1e3
+        except Exception:  # libraries without in-place assignment: nothing to change
+            pass
+    np.testing.assert_array_equal(tonp(G.K), K)
+    after = tonp(machines.fit(G, asxp(np.array([1.0, -1.0, 1.0, -1.0])), "hinge", 0.5))
+    np.testing.assert_array_equal(after, before)
+
+
+def test_checked_gram_refuses_what_solve_refuses(xp, asxp):
+    bad = _spd()
+    bad[0, 0] = np.nan
+    with pytest.raises(InvalidParameterError, match="'K' parameter of machines.checked_gram contains NaN"):
+        machines.checked_gram(asxp(bad))
+    asym = _spd()
+    asym[0, 1] += 1.0
+    with pytest.raises(InvalidParameterError, match="must be symmetric"):
+        machines.checked_gram(asxp(asym))
+    w = np.linspace(1.0, 2.0, 20)
+    w[0] = -0.5
+    with pytest.raises(InvalidParameterError, match="positive semidefinite"):
+        machines.checked_gram(asxp(_with_spectrum(w, 8)))
+    with pytest.raises(InvalidParameterError, match="check_psd"):
+        machines.checked_gram(asxp(_spd()), check_psd="eigh")
+
+
+@pytest.mark.parametrize("n", [3, 255, 256, 300, 700])
+def test_exact_symmetry_fast_path_never_answers_true_wrongly(n):
+    """The NumPy fast path (tiles of 256 compared into one buffer, K·1 for finiteness) is a sufficient test:
+    True exactly for finite K = Kᵀ; one changed entry anywhere (diagonal tiles, the last partial tile,
+    across a tile edge), a symmetric pair of ±inf, a NaN, or finite entries whose row sums overflow give
+    False.  Checked against the definition (np.array_equal(K, K.T) and np.isfinite)."""
+    import array_api_compat.numpy as anp
+
+    from ntkref import _compat
+
+    rng = np.random.default_rng(n)
+    A = rng.standard_normal((n, n))
+    K = A + A.T
+    assert _compat.exactly_symmetric_and_finite(K, anp)
+    spots = {(0, n - 1), (n - 1, 0), (n // 2, n // 3), (n - 1, n - 2)}
+    if n > 256:
+        spots |= {(255, 256), (256, 255), (10, 260)}
+    for i, j in spots:
+        for bad in (np.nextafter(K[i, j], np.inf), np.inf, np.nan):
+            K2 = K.copy()
+            K2[i, j] = bad
+            truth = np.array_equal(K2, K2.T) and bool(np.all(np.isfinite(K2)))
+            assert truth == (i == j and np.isfinite(bad))  # only a finite diagonal change keeps both
+            assert _compat.exactly_symmetric_and_finite(K2, anp) == truth
+    K3 = K.copy()
+    K3[1, 2] = K3[2, 1] = np.inf
+    assert np.array_equal(K3, K3.T) and not _compat.exactly_symmetric_and_finite(K3, anp)
+    big = np.full((n, n), 1e308)
+    assert np.array_equal(big, big.T) and np.all(np.isfinite(big))
+    assert not _compat.exactly_symmetric_and_finite(big, anp)  # row sums overflow: "not shown"
+    assert machines._check_gram(big, "test", psd=False) is not None  # the full check accepts it (finite)
