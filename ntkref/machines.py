@@ -226,9 +226,7 @@ def _check_psd(K, caller, name="K", method="cholesky"):
     xp = namespace(K)
     n = K.shape[0]
     eps = _eps(K.dtype, xp)
-    # ‖K‖_F as the norm of 256-row block norms: no n×n temporary (vector_norm may square a copy)
-    fro, = _read(xp, xp.linalg.vector_norm(xp.stack([xp.linalg.vector_norm(K[i:min(i + _TILE, n), :])
-                                                      for i in range(0, n, _TILE)])))
+    fro = _compat.frobenius_norm(K, xp)  # no n×n temporary
     if not math.isfinite(fro):
         kmax, = _read(xp, xp.max(xp.abs(K)))  # (an n×n temporary: only for the message)
         raise InvalidParameterError(
@@ -299,6 +297,9 @@ def _eye(n, like, xp):
 
 def _cholesky_ok(K, shift, xp):
     """Whether K + shift·I is numerically positive definite (Cholesky succeeds)."""
+    ok = _compat.cholesky_succeeds(K, shift, xp)
+    if ok is not None:
+        return ok
     try:
         L = xp.linalg.cholesky(K + shift * _eye(K.shape[0], K, xp))
     except Exception:  # numpy/array_api_strict raise LinAlgError, torch its own error
