@@ -14,8 +14,9 @@ when ``.compute()`` is called).
 - :func:`symmetric_matvec`, :func:`diagonal`, :func:`columns` — the block operations of a symmetric Gram
   used by :mod:`ntkref.krr` (conjugate gradients): one graph per product, reading only the blocks on and
   above the diagonal, the vector kept on the client.
-- :func:`solve` — ``machines.solve`` for a Dask Gram: the squared loss by :func:`ntkref.krr.solve_cg`; the
-  other losses are refused with the ways out.
+- :func:`solve` — ``machines.solve`` for a Dask Gram (:mod:`ntkref._dask_machines`): the squared loss by
+  :func:`ntkref.krr.solve_cg`, the SVM losses by exact solves on chunked working sets of gathered columns,
+  logistic by Newton-CG (block mat-vecs only).
 - :func:`predict`, :func:`certified_radius` — ``machines.predict`` and ``certify.certified_radius`` mapped
   over the test chunks.
 - :func:`store_gram`, :func:`open_gram` — write a Gram block by block to Zarr (``.zarr``) or to a
@@ -390,29 +391,19 @@ def columns(K, idx):
 # --------------------------------------------------------------------------------- kernel machines
 
 
-def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_psd=True, **cg):
-    """``machines.solve`` for a Dask Gram: the squared loss (KRR) by preconditioned conjugate gradients.
+def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_psd=True, **options):
+    """``machines.solve`` for a square Dask Gram, every loss of seed 000 eq. (7): :func:`ntkref._dask_machines.solve`.
 
-    The other losses need the active-set solvers, whose working sets are whole kernel rows chosen one
-    decision at a time; they are refused with the ways out (``K.compute()`` and ``machines.solve``, which
-    are exact, when K fits in memory).  ``check_psd`` is not applied (a Cholesky of a distributed Gram is
-    the O(n³) the CG path avoids); CG refuses a K + (λ/2)I that is not positive definite along its
-    directions.  ``tol`` is the relative residual of :func:`ntkref.krr.solve_cg`.
+    The squared loss (KRR) by preconditioned conjugate gradients (:func:`ntkref.krr.solve_cg`, ``**options``:
+    its ``preconditioner``, ``rank``, ``seed``); hinge, squared hinge and ε-insensitive by exact active-set solves
+    on chunked working sets of gathered columns (``options``: ``chunk``); logistic by Newton-CG with block
+    mat-vecs only.  K is validated in one pass over its blocks (finite, symmetric); ``check_psd`` (default True)
+    runs the one-sided Lanczos PSD test (40 products), "cholesky" is refused on Dask.
     """
-    from . import losses as _losses
-    from .krr import solve_cg
+    from . import _dask_machines
 
-    name = loss if isinstance(loss, str) else getattr(loss, "name", None)
-    if name not in _losses.NAMES and not isinstance(loss, str):
-        raise InvalidParameterError(f"The 'loss' parameter of machines.solve must be one of {_losses.NAMES}.")
-    if name != "squared":
-        raise InvalidParameterError(
-            f"machines.solve with loss={name!r} on a Dask Gram is not supported: its exact active-set solver "
-            f"needs the whole K in one process. Ways out: loss='squared' (kernel ridge regression by "
-            f"conjugate gradients on Dask, ntkref.krr.solve_cg), or K.compute() and machines.solve on the "
-            f"NumPy (or CuPy) Gram when it fits in memory."
-        )
-    return solve_cg(K, y, lam, reduction=reduction, tol=tol, max_iter=max_iter, **cg)
+    return _dask_machines.solve(K, y, loss, lam, reduction=reduction, tol=tol, max_iter=max_iter,
+                                check_psd=check_psd, **options)
 
 
 def _predict_block(block, alpha):
