@@ -18,8 +18,8 @@ routine, e.g. ``array_api_strict``).
 - :func:`exactly_symmetric_and_finite` — a fast sufficient test that a Gram matrix needs no
   tolerance checks (NumPy: tile comparisons into a reused buffer, which the standard's
   functions cannot write to; other namespaces answer "unknown").
-- :func:`submatrix` — A[idx][:, idx] without the |idx|×n intermediate of two ``take`` calls
-  (NumPy, CuPy and PyTorch index both axes at once).
+- :func:`submatrix` — A[idx][:, idx] (CuPy and PyTorch index both axes in one kernel).
+- :func:`lu_solve_small` — LAPACK's ``gesv`` for NumPy without the wrappers' cost.
 - :func:`cholesky_succeeds` — whether a Cholesky factorization of K + sI succeeds, by LAPACK's
   ``potrf`` in place on one copy (NumPy; ~1.6× faster than ``numpy.linalg.cholesky``, which also
   writes L).
@@ -169,13 +169,33 @@ def exactly_symmetric_and_finite(K, xp):
 def submatrix(A, idx, xp):
     """A[idx][:, idx] for a 1-D integer index array ``idx`` (the principal submatrix when idx has no repeats).
 
-    NumPy, CuPy and PyTorch gather both axes in one step (broadcast advanced indexing); other
-    namespaces use ``take`` twice (an |idx|×n intermediate).
+    CuPy and PyTorch gather both axes in one kernel (broadcast advanced indexing); NumPy and the
+    others use ``take`` twice (for NumPy the faster route: 5 µs vs 12 µs at 60 of 260, row copies first).
     """
-    if (array_api_compat.is_numpy_namespace(xp) or array_api_compat.is_cupy_namespace(xp)
-            or array_api_compat.is_torch_namespace(xp)):
+    if array_api_compat.is_cupy_namespace(xp) or array_api_compat.is_torch_namespace(xp):
         return A[idx[:, None], idx[None, :]]
     return xp.take(xp.take(A, idx, axis=0), idx, axis=1)
+
+
+def lu_solve_small(A, b, xp):
+    """x with A x = b by LAPACK's LU (``gesv``) for NumPy float32/64 A (square) and b (vector); None otherwise.
+
+    The same factorisation as ``numpy.linalg.solve`` without its wrappers (17 µs vs 25 µs at 60×60; the
+    active-set solvers make ~40 such solves per fit).  A singular A raises ``numpy.linalg.LinAlgError``,
+    as ``numpy.linalg.solve`` does.
+    """
+    if not array_api_compat.is_numpy_namespace(xp):
+        return None
+    import numpy as np
+    from scipy.linalg import lapack
+
+    gesv = {np.dtype(np.float64): lapack.dgesv, np.dtype(np.float32): lapack.sgesv}.get(A.dtype)
+    if gesv is None or b.dtype != A.dtype or b.ndim != 1:
+        return None
+    _, _, x, info = gesv(A, b)
+    if info > 0:
+        raise np.linalg.LinAlgError("Singular matrix")
+    return x
 
 
 def read_only(a, xp):

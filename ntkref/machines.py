@@ -583,11 +583,8 @@ def _soft(v, thr, xp):
 
 
 def _solve_vec(A, b, xp):
-    if is_numpy_namespace(xp):  # NumPy's own solve: the wrapper's checks cost ~13 µs a call, 40 calls a fit
-        import numpy as np
-
-        return np.linalg.solve(A, b[:, None])[:, 0]
-    return xp.linalg.solve(A, b[:, None])[:, 0]
+    x = _compat.lu_solve_small(A, b, xp)  # NumPy: LAPACK gesv directly (the wrappers cost more than the solve)
+    return x if x is not None else xp.linalg.solve(A, b[:, None])[:, 0]
 
 
 # --------------------------------------------------------------------------- box-QP solver

@@ -88,3 +88,37 @@ def test_bad_device_fails_at_import_naming_the_variable(backend, device):
     if backend == "array_api_strict":
         assert "CPU_DEVICE, device1 or device2" in r.stderr
         assert _import_ntkref(NTKREF_BACKEND=backend, NTKREF_DEVICE="device1").returncode == 0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_compat_host_linear_algebra_agrees_with_numpy(dtype):
+    """The NumPy fast paths of _compat (LAPACK called directly) against NumPy's own routines: the LU solve
+    has a backward error at rounding level (and raises LinAlgError on an exactly singular A), the Cholesky
+    test succeeds exactly when a shifted spectrum is positive, ||K||_F equals the definition, and every
+    routine answers None for another namespace (the caller's array-API route)."""
+    import array_api_compat.numpy as anp
+
+    from ntkref import _compat
+
+    rng = np.random.default_rng(3)
+    eps = np.finfo(dtype).eps
+    for m in (1, 7, 60):
+        A = rng.standard_normal((m, m)).astype(dtype) + m * np.eye(m, dtype=dtype)
+        b = rng.standard_normal(m).astype(dtype)
+        x = _compat.lu_solve_small(A, b, anp)
+        assert x.dtype == dtype
+        A64, x64 = A.astype(np.float64), x.astype(np.float64)
+        resid = np.max(np.abs(A64 @ x64 - b)) / (np.max(np.abs(A64)) * np.max(np.abs(x64)) + np.max(np.abs(b)))
+        assert resid <= 10 * m * eps
+    with pytest.raises(np.linalg.LinAlgError):
+        _compat.lu_solve_small(np.zeros((3, 3), dtype=dtype), np.ones(3, dtype=dtype), anp)
+    V, _ = np.linalg.qr(rng.standard_normal((40, 40)))
+    w = np.linspace(-1.0, 1.0, 40)  # λ_min = -1: K + sI is PD iff s > 1 (far from rounding at s = 0.9, 1.1)
+    K = ((V * w) @ V.T).astype(dtype)
+    K = (K + K.T) / 2
+    assert not _compat.cholesky_succeeds(K, 0.9, anp) and _compat.cholesky_succeeds(K, 1.1, anp)
+    assert np.isclose(_compat.frobenius_norm(K, anp), np.sqrt(np.sum(K.astype(np.float64) ** 2)), rtol=10 * eps)
+    xs = pytest.importorskip("array_api_strict")
+
+    Ks = xs.asarray(K)
+    assert _compat.cholesky_succeeds(Ks, 1.1, xs) is None and _compat.lu_solve_small(Ks, Ks[0, :], xs) is None
