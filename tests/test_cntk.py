@@ -32,6 +32,26 @@ def _images(n, c, h, w, seed=RNG_IMAGES):
     return np.random.default_rng(seed).standard_normal((n, c, h, w))
 
 
+@pytest.fixture(params=["batched", "rows"])
+def pair_path(request, monkeypatch, xp):
+    """The two NumPy routes of a GAP pair: batches of pairs (small images) and, for large images, one pair
+    at a time in cache-sized blocks of pixel rows, forced here on small images with one pixel row per block
+    (so every block boundary, and a refinement spread over blocks, is exercised)."""
+    if request.param == "rows":
+        if not xp.__name__.endswith("numpy"):
+            pytest.skip("the row-block path is NumPy's (other namespaces take the standard-only route)")
+        from ntkref.kernels import _cntk as mod
+
+        monkeypatch.setattr(mod, "_ROWS_MIN_ENTRIES", 0)
+        monkeypatch.setattr(mod, "_BLOCK_ENTRIES", 1)
+    return request.param
+
+
+def _gap_only(path, readout):
+    if path == "rows" and readout != "gap":
+        pytest.skip("the row-block path computes the GAP readout")
+
+
 # ----------------------------------------------------------------------------
 # independent oracles (NumPy, loops)
 # ----------------------------------------------------------------------------
@@ -165,8 +185,9 @@ def _fc_ntk(u, v, depth, ws, bs):
 @pytest.mark.parametrize("readout", ["gap", "flatten"])
 @pytest.mark.parametrize("fix", [False, True])
 @pytest.mark.parametrize("q", [3, 5])
-def test_cntk_matches_naive_loop_recursion(xp, asxp, tonp, readout, fix, q):
+def test_cntk_matches_naive_loop_recursion(xp, asxp, tonp, readout, fix, q, pair_path):
     # non-square images (border-heavy: q = 5 on 4×3), biases, per-layer stds
+    _gap_only(pair_path, readout)
     x = _images(3, 2, 4, 3)
     ws, bs = [1.2, 0.9, 1.1], [0.3, 0.0, 0.5]
     got = cntk(asxp(x), depth=2, readout=readout, filter_size=q, W_std=ws, b_std=bs, fix_first_last=fix)
@@ -201,10 +222,11 @@ def test_arora_normalisation_identity(xp, asxp, tonp, readout, fix, depth):
 
 
 @pytest.mark.parametrize("readout", ["gap", "flatten"])
-def test_one_by_one_filters_reduce_to_fc(xp, asxp, tonp, readout):
+def test_one_by_one_filters_reduce_to_fc(xp, asxp, tonp, readout, pair_path):
     """q = 1: every pixel is an FC net over the channels, so
     gap = mean over all pixel pairs (p, p′) of Θ_FC(x_p, x′_p′),
     flatten = mean over p of Θ_FC(x_p, x′_p)."""
+    _gap_only(pair_path, readout)
     x = _images(3, 4, 3, 2, seed=5)
     ws, bs = [1.0, 1.3, 0.8], [0.2, 0.4, 0.1]
     got = cntk(asxp(x), depth=2, readout=readout, filter_size=1, W_std=ws, b_std=bs)
@@ -294,7 +316,8 @@ def test_vanilla_self_kernel_equals_exact_diagonal(xp, asxp, tonp, q):
 
 
 @pytest.mark.parametrize("readout", ["gap", "flatten"])
-def test_gram_symmetric_psd_and_blocking_invariant(xp, asxp, tonp, readout):
+def test_gram_symmetric_psd_and_blocking_invariant(xp, asxp, tonp, readout, pair_path):
+    _gap_only(pair_path, readout)
     x = _images(7, 2, 5, 4, seed=9)
     ref = cntk(asxp(x), depth=2, readout=readout, b_std=0.1)
     nngp, ntk = tonp(ref.nngp), tonp(ref.ntk)
@@ -329,8 +352,9 @@ def test_positive_homogeneity_without_bias(xp, asxp, tonp, scale, seed):
 
 
 @pytest.mark.parametrize("readout", ["gap", "flatten"])
-def test_zero_pixels_and_zero_image(xp, asxp, tonp, readout):
+def test_zero_pixels_and_zero_image(xp, asxp, tonp, readout, pair_path):
     """Zero-norm pixels are defined (no NaN) and a zero image has Θ(0, x) = 0 without bias."""
+    _gap_only(pair_path, readout)
     x = _images(3, 2, 5, 5, seed=4)
     x[0] = 0.0
     x[1, :, :3, :3] = 0.0  # a zero patch: pre-activation identically 0 there in layer 1
@@ -475,10 +499,11 @@ _ADVERSARIAL = ["antiparallel", "parallel-unequal", "zero-patch-image", "constan
 
 @pytest.mark.parametrize("readout", ["gap", "flatten"])
 @pytest.mark.parametrize("case", _ADVERSARIAL)
-def test_cntk_within_1e13_of_mpmath_on_adversarial_images(xp, asxp, tonp, case, readout):
+def test_cntk_within_1e13_of_mpmath_on_adversarial_images(xp, asxp, tonp, case, readout, pair_path):
     """The documented accuracy: every entry within 1e-13·√(K(x,x)K(x′,x′)) of the 50-digit recursion
     (neural-tangents' angle, and this module before the cancellation-free e and f, are off by 1e-10..1e-9
-    on these images)."""
+    on these images), on both NumPy routes of a GAP pair."""
+    _gap_only(pair_path, readout)
     images, b = _adversarial_images(case)
     depth, q = (3, 3) if case in ("parallel-unequal", "bias-near-parallel") else (2, 3)
     x = np.stack(images)
@@ -493,9 +518,11 @@ def test_cntk_within_1e13_of_mpmath_on_adversarial_images(xp, asxp, tonp, case, 
 @pytest.mark.parametrize("readout", ["gap", "flatten"])
 @pytest.mark.parametrize("case", _ADVERSARIAL)
 @pytest.mark.parametrize("depth, q, fix", [(1, 3, False), (2, 1, False), (3, 3, True), (4, 3, False)])
-def test_cntk_within_1e13_of_mpmath_sweep(xp, asxp, tonp, case, readout, depth, q, fix):
+def test_cntk_within_1e13_of_mpmath_sweep(xp, asxp, tonp, case, readout, depth, q, fix, pair_path):
     """The same bound on non-square 4×3 images, depths 1–4, 1×1 and 3×3 filters, per-layer W_std, the
-    "fixed first and last layer" variant; cross Grams (x2 given) as well as symmetric ones."""
+    "fixed first and last layer" variant; cross Grams (x2 given) as well as symmetric ones; both NumPy
+    routes of a GAP pair."""
+    _gap_only(pair_path, readout)
     images, b = _adversarial_images(case, 4, 3)
     ws = [1.3, 0.8, 1.1, 0.9, 1.2][: depth + 1]
     bs = [b] * (depth + 1)
@@ -508,7 +535,7 @@ def test_cntk_within_1e13_of_mpmath_sweep(xp, asxp, tonp, case, readout, depth, 
         assert err <= 1e-13, err
 
 
-def test_threads_do_not_change_the_result(xp, asxp, tonp):
+def test_threads_do_not_change_the_result(xp, asxp, tonp, pair_path):
     """n_jobs only distributes whole pairs over threads: bitwise the same Gram."""
     x = _images(4, 2, 6, 5, seed=23)
     one = cntk(asxp(x), depth=2, n_jobs=1)
@@ -830,6 +857,76 @@ def test_flat_patch_sum_equals_the_zero_padded_definition(xp, asxp, tonp, q, ful
     for got in routes:
         got = got.reshape(padded.shape)[inner]
         np.testing.assert_allclose(got, ref, rtol=1e-15, atol=1e-14)
+
+
+@pytest.mark.parametrize("q", [1, 3, 5])
+@pytest.mark.parametrize("block_entries", [1, 10**9])
+def test_block_patch_sum_equals_the_zero_padded_definition(q, block_entries):
+    """The row-block patch sum (row shifts into a halo-widened scratch, then column shifts, reading the
+    source through its zero margins) equals the loop definition Σ_δ a[i+a, j+b, i′+a, j′+b] over the
+    offsets inside the image on every interior entry of every block; blocks of one pixel row or of a
+    whole image row; 1e-15 relative (same terms, other order).  NumPy only (the path is NumPy's)."""
+    from ntkref.kernels._cntk import _Geometry, _RowBlocks, _block_patch_sum
+
+    h, w = 4, 3
+    g = _Geometry(h, w, q, True)
+    r = q // 2
+    a = np.random.default_rng(q).standard_normal((h, w, h, w))
+    ref = np.zeros_like(a)
+    for i, j, i2, j2 in np.ndindex(h, w, h, w):
+        for da in range(-r, r + 1):
+            for db in range(-r, r + 1):
+                u, v, u2, v2 = i + da, j + db, i2 + da, j2 + db
+                if 0 <= u < h and 0 <= v < w and 0 <= u2 < h and 0 <= v2 < w:
+                    ref[i, j, i2, j2] += a[u, v, u2, v2]
+    padded = np.zeros((g.hp, g.wp, g.hp, g.wp))
+    inner = (slice(r, r + h), slice(r, r + w)) * 2
+    padded[inner] = a
+    rb = _RowBlocks(g, block_entries)
+    src = np.concatenate([np.zeros(rb.margin), padded.reshape(-1), np.zeros(rb.margin)])
+    got = np.full(g.n, np.nan)
+    tmp = np.empty(rb.longest + 2 * r * g.s1)
+    covered = 0
+    for b0, b1 in rb.blocks:
+        lo, hi = b0 * g.pt, b1 * g.pt
+        _block_patch_sum(src, lo, hi - lo, g, rb.margin, tmp, got[lo:hi])
+        covered += b1 - b0
+    assert covered == h * w  # the blocks tile the interior pixels
+    got = got.reshape(padded.shape)[inner]
+    np.testing.assert_allclose(got, ref, rtol=1e-15, atol=1e-14)
+
+
+def test_row_blocks_on_larger_images_keep_the_kernel_identities(monkeypatch):
+    """The row-block path on 12×12 images with near-parallel and antiparallel pixel pairs spread over many
+    blocks: transposition symmetry Θ(x, x′) = Θ(x′, x) (computed from the rows of the other image, so a
+    different order of every sum), homogeneity Θ(3x, x′) = 3Θ(x, x′) (where s − k cancels on the parallel
+    pixel pairs of (x, 3x)) and agreement with the batched route (validated against mpmath above), all to
+    1e-13 of √(K(x,x)K(x′,x′))."""
+    from ntkref.kernels import _cntk as mod
+
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 12, 12))
+    const = np.ones_like(x) * np.array([1.0, -2.0])[:, None, None]
+    zero_patch = x.copy()
+    zero_patch[:, 3:7, 2:9] = 0.0
+    imgs = np.stack([x, -x, 3 * x, const, zero_patch, rng.standard_normal((2, 12, 12))])
+    kw = dict(depth=3, b_std=[0.0, 0.1, 0.0, 0.2])
+    batched = cntk(imgs, **kw)
+    monkeypatch.setattr(mod, "_ROWS_MIN_ENTRIES", 0)
+    monkeypatch.setattr(mod, "_BLOCK_ENTRIES", 3 * 14 * 14)  # three pixel rows per block
+    rows = cntk(imgs, **kw)
+    swapped = cntk(imgs[3:], imgs[:3], **kw)
+    for name in ("nngp", "ntk"):
+        ref = getattr(batched, name)
+        scale = np.sqrt(np.outer(np.diag(ref), np.diag(ref)))
+        got = getattr(rows, name)
+        assert np.max(np.abs(got - ref) / scale) <= 1e-13
+        assert np.max(np.abs(getattr(swapped, name).T - got[:3, 3:]) / scale[:3, 3:]) <= 1e-13
+    nb = cntk(imgs, **{**kw, "b_std": 0.0})  # homogeneity needs no biases
+    base = nb.ntk
+    scale = np.sqrt(np.outer(np.diag(base), np.diag(base)))
+    # rows 2 = 3·x and 0 = x: Θ(3x, ·) = 3Θ(x, ·)
+    assert np.max(np.abs(base[2] - 3 * base[0]) / scale[0]) <= 1e-13 * 3
 
 
 @pytest.mark.parametrize("readout", ["gap", "flatten"])

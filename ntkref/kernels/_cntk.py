@@ -143,6 +143,10 @@ _SERIES = [(-1) ** (n + 1) * 2 * n / math.factorial(2 * n + 1) for n in range(1,
 # work buffers of a batch (numbers of m·N-entry float arrays), for the memory estimate
 _BUFFERS = 10
 _REFINE_CHUNK = 1 << 15
+# NumPy, GAP readout: pairs of at least _ROWS_MIN_ENTRIES padded pixel pairs run one by one in blocks of
+# pixel rows of about _BLOCK_ENTRIES entries (cache-sized), smaller ones in batches of pairs
+_ROWS_MIN_ENTRIES = 1 << 18
+_BLOCK_ENTRIES = 1 << 16
 
 
 # ----------------------------------------------------------------------------
@@ -563,6 +567,189 @@ def _relu_step(k, th, layer, st, g, m, xp, fast, work, buf, keep, e_prev, pmt_pr
 
 
 # ----------------------------------------------------------------------------
+# one image pair in cache-sized blocks of pixel rows (NumPy, GAP readout, large images)
+# ----------------------------------------------------------------------------
+class _RowBlocks:
+    """The interior pixels p̃ of the first image, in runs along an image row: block (a, b) is the pair
+    tensor's rows p̃ ∈ [a, b), the flat entries [a·P̃, b·P̃) (every p̃′, padding included).
+
+    A layer is computed block by block, every step of it on the block while the block's ~8 arrays stay in
+    the core's cache; only the layer's inputs (the previous layer's 2π·K and 2π·Θ⊙κ̇) and outputs pass
+    through memory.  The patch sum of a block reads its source at joint shifts of up to ±r rows and ±r
+    columns; the full arrays carry ``margin`` zeros at both ends, so every such read is in bounds (reads
+    beyond the pair's own entries only reach padding entries of the block, whose results are discarded).
+    """
+
+    def __init__(self, g, block_entries):
+        r = g.r
+        self.margin = r * (g.wp + 1)
+        per = max(1, block_entries // g.pt)  # rows p̃ per block
+        pieces = -(-g.w // per)
+        size = -(-g.w // pieces)  # balanced pieces of an image row
+        self.blocks = [(i * g.wp + c0, i * g.wp + min(g.wp - r, c0 + size))
+                       for i in range(r, g.hp - r) for c0 in range(r, g.wp - r, size)]
+        self.longest = max(b - a for a, b in self.blocks) * g.pt
+
+
+def _row_work(g, dtype, block_entries):
+    """Per-worker arrays of the row-block path: full-size (with margins, zero-initialized: the padding rows
+    are never written and must read as 0) and block-size scratch."""
+    np = _np()
+    rb = _RowBlocks(g, block_entries)
+    size = g.n + 2 * rb.margin
+    full = {name: np.zeros(size, dtype=dtype) for name in ("kp0", "kp1", "tp0", "tp1", "e0", "e1", "pm0", "pm1")}
+    halo = rb.longest + 2 * g.r * g.s1
+    block = {"tk": np.empty(halo, dtype=dtype), "tt": np.empty(halo, dtype=dtype)}
+    block.update({name: np.empty(rb.longest, dtype=dtype) for name in ("k", "th", "s", "f", "r", "e", "pm")})
+    return rb, full, block
+
+
+def _row_work_bytes(g, itemsize, block_entries):
+    """Bytes of :func:`_row_work`."""
+    rb = _RowBlocks(g, block_entries)
+    return itemsize * (8 * (g.n + 2 * rb.margin) + 2 * (rb.longest + 2 * g.r * g.s1) + 7 * rb.longest)
+
+
+def _block_patch_sum(src, lo, size, g, margin, tmp, out):
+    """out = Σ_{|a|,|b|≤r} src[F + a·s2 + b·s1] for the flat entries F ∈ [lo, lo + size) (``src`` with its
+    margins): the row shifts first, into ``tmp`` over the block widened by r·s1 on both sides, then the
+    column shifts."""
+    r = g.r
+    if r == 0:
+        out[...] = src[margin + lo : margin + lo + size]
+        return out
+    np = _np()
+    s1, s2, h = g.s1, g.s2, r * g.s1
+    width = size + 2 * h
+    t0 = margin + lo - h
+    tmp = tmp[:width]
+    np.add(src[t0 - r * s2 : t0 - r * s2 + width], src[t0 + r * s2 : t0 + r * s2 + width], out=tmp)
+    for a in range(-r + 1, r):
+        tmp += src[t0 + a * s2 : t0 + a * s2 + width]
+    np.add(tmp[:size], tmp[2 * h : 2 * h + size], out=out)
+    for b in range(-r + 1, r):
+        out += tmp[h + b * s1 : h + b * s1 + size]
+    return out
+
+
+def _zero_block_pads(a, rows, g):
+    """Zero the entries of a block whose second pixel p̃′ is padding (its rows p̃ are interior)."""
+    r = g.r
+    if r:
+        v = a.reshape((rows, g.hp, g.wp))
+        v[:, :r, :] = 0.0
+        v[:, g.hp - r :, :] = 0.0
+        v[:, :, :r] = 0.0
+        v[:, :, g.wp - r :] = 0.0
+
+
+def _pair_sums_rows(st, g, work):
+    """Σ over interior entries of 2π·K_L and 2π·Θ_L·κ̇_L for one pair (NumPy, GAP readout), layer by layer
+    and within a layer block of pixel rows by block (:class:`_RowBlocks`).
+
+    The same recursion, ReLU moments, flags and refinement as :func:`_batch_sums` / :func:`_relu_step`,
+    entry for entry; only the order of the patch sum's additions and the blocking of the final sums differ.
+    """
+    np = _np()
+    rb, full, blk = work
+    margin, n, pt, r = rb.margin, g.n, g.pt, g.r
+    hp, wp = g.hp, g.wp
+    depth = len(st["c"])
+    fix = st["fix"]
+    inside_pair = st["inside_pair"]
+
+    def view(name):
+        return full[name][margin : margin + n]
+
+    # the first layer's source K₀ = x_aᵀ x_b on the padded grids (exactly 0 where either pixel is padding)
+    np.matmul(st["xa"][0].T, st["xb"][0], out=view("kp1").reshape((pt, pt)))
+    ksum = tsum = 0.0
+    for layer in range(depth):
+        last = layer == depth - 1
+        cur, prev = layer % 2, 1 - layer % 2
+        src_k, src_t = full[f"kp{prev}"], full[f"tp{prev}"]
+        e_all, pm_all = view(f"e{cur}"), view(f"pm{cur}")
+        kp_all, tp_all = view(f"kp{cur}"), view(f"tp{cur}")
+        b2 = st["b2"][layer]
+        scale = st["c"][layer] if layer == 0 else st["c"][layer] / (2 * _PI)
+        sa, sb = st["sig_a"][layer][0], st["sig_b"][layer][0]
+        zero_sig = st["zero_sig"][layer]
+        for a, b in rb.blocks:
+            lo, hi = a * pt, b * pt
+            size, rows = hi - lo, b - a
+            k = _block_patch_sum(src_k, lo, size, g, margin, blk["tk"], blk["k"][:size])
+            k *= scale
+            if b2:
+                k += b2
+            if layer == 0:
+                th = None if fix else k  # Θ₁ = Σ₁ (0 with the first layer fixed)
+            else:
+                th = _block_patch_sum(src_t, lo, size, g, margin, blk["tt"], blk["th"][:size])
+                th *= scale
+                th += k
+            s = blk["s"][:size]
+            np.multiply.outer(sa[a:b], sb, out=s.reshape((rows, pt)))
+            # e and π − θ are kept for the next layer's refinement (the last layer's in scratch)
+            e = np.subtract(s, k, out=blk["e"][:size] if last else e_all[lo:hi])
+            f = np.add(s, k, out=blk["f"][:size])
+            zero_s = None
+            if zero_sig:
+                zero_s = s == 0
+                e[zero_s] = 1.0
+                f[zero_s] = 1.0
+            ratio = np.divide(e, f, out=blk["r"][:size])
+            inner = ratio.reshape((rows, hp, wp))[:, r : hp - r, r : wp - r]
+            flagged = float(inner.min()) < _TAU
+            if layer == 0 and not flagged:
+                flagged = float(inner.max()) > 1 / _TAU
+            ref = None
+            if flagged:
+                cond = ratio < _TAU
+                if layer == 0:
+                    cond |= ratio > 1 / _TAU
+                cond &= inside_pair[lo:hi]
+                loc = np.nonzero(cond)[0]
+                idx = loc + lo
+                parts = [_refine(idx[j : j + _REFINE_CHUNK], layer, st, g, np)
+                         for j in range(0, idx.shape[0], _REFINE_CHUNK)]
+                e_ref = np.concatenate([p_[0] for p_ in parts])
+                f_ref = np.concatenate([p_[1] for p_ in parts])
+                e[loc], f[loc], ratio[loc] = e_ref, f_ref, e_ref / f_ref
+                ref = (loc, e_ref, f_ref)
+            t = np.sqrt(ratio, out=ratio)
+            root = np.multiply(t, f, out=f)  # s·sin θ = √(e f)
+            pmt = np.arctan(t, out=blk["pm"][:size] if last else pm_all[lo:hi])
+            pmt *= -2.0
+            pmt += _PI  # π − θ
+            if ref is not None:  # exact antiparallel pairs: t = ∞, f = 0
+                loc, e_ref, f_ref = ref
+                root[loc] = np.sqrt(e_ref) * np.sqrt(f_ref)
+            if zero_s is not None:  # s = 0 (k = 0): no contribution, κ̇ = 0, θ = π for ẽ = 0
+                root[zero_s] = 0.0
+                pmt[zero_s] = 0.0
+                e[zero_s] = 0.0
+            if last:
+                _zero_block_pads(pmt, rows, g)
+                _zero_block_pads(root, rows, g)
+                ksum += float(np.vdot(pmt, k)) + float(np.sum(root))
+                if th is not None:
+                    tsum += float(np.vdot(th, pmt))
+                continue
+            kp = np.multiply(pmt, k, out=kp_all[lo:hi])
+            kp += root  # 2π·E[relu u relu v] = s sin θ + (π − θ) k
+            tp = tp_all[lo:hi]
+            if th is None:
+                tp[...] = 0.0
+            else:
+                np.multiply(th, pmt, out=tp)
+            _zero_block_pads(kp, rows, g)
+            _zero_block_pads(tp, rows, g)
+        st["e_prev"], st["pmt_prev"] = e_all, pm_all
+    dtype = blk["k"].dtype
+    return np.asarray([ksum], dtype=dtype), np.asarray([tsum], dtype=dtype)
+
+
+# ----------------------------------------------------------------------------
 # validation helpers
 # ----------------------------------------------------------------------------
 def _per_layer(value, name, depth):
@@ -770,7 +957,11 @@ def cntk(
 
     n_pairs = n1 * (n1 + 1) // 2 if symmetric else n1 * n2  # a symmetric Gram: the pairs i ≤ j
     per_pair = itemsize * (_BUFFERS * g.n + 2 * (c + depth) * g.pt) + g.n  # + the refinement's flags
-    if fast:
+    rows = fast and readout == "gap" and g.n >= _ROWS_MIN_ENTRIES
+    if rows:  # one pair at a time, in blocks of pixel rows
+        per_pair = _row_work_bytes(g, itemsize, _BLOCK_ENTRIES) + itemsize * 2 * (c + depth) * g.pt + 2 * g.n
+        per_batch = 1
+    elif fast:
         # one pair a batch when its tensors exceed ~2M entries (cache-sized passes), more for small images
         per_batch = max(1, min(max_memory // per_pair, max(1, (1 << 21) // g.n)))
     else:
@@ -803,14 +994,14 @@ def cntk(
 
     with np.errstate(all="ignore"):
         nngp, ntk = _gram(x1, x2, symmetric, ws, bs, depth, q, g, readout, fix_first_last, batches, per_batch,
-                          workers, fast, xp)
+                          workers, fast, rows, xp)
     out = Kernel(nngp, ntk)
     for value in (out.nngp, out.ntk):
         check_finite_kernel(value, _CALLER, xp)
     return out
 
 
-def _gram(x1, x2, symmetric, ws, bs, depth, q, g, readout, fix, batches, per_batch, workers, fast, xp):
+def _gram(x1, x2, symmetric, ws, bs, depth, q, g, readout, fix, batches, per_batch, workers, fast, rows, xp):
     """The (n1, n2) nngp and ntk, batch by batch (threads over batches on NumPy)."""
     n1 = x1.shape[0]
     n2 = n1 if symmetric else x2.shape[0]
@@ -837,6 +1028,9 @@ def _gram(x1, x2, symmetric, ws, bs, depth, q, g, readout, fix, batches, per_bat
     n_inner = (h * w) ** 2 if readout == "gap" else h * w
     w2, b2 = ws[depth] ** 2, bs[depth] ** 2
     per_entry = w2 / (2 * _PI * n_inner)
+    shared = {}
+    if rows:  # the pair's interior flags, for the refinement
+        shared = {"inside": inside_img, "inside_pair": _pair_inside(g, xp, device)}
 
     def run(batch, work):
         i, j0, j1 = batch
@@ -853,8 +1047,12 @@ def _gram(x1, x2, symmetric, ws, bs, depth, q, g, readout, fix, batches, per_bat
             "sig_a": [xp.take(s, sa, axis=0) for s in sig1],
             "sig_b": [xp.take(s, sb, axis=0) for s in sig2],
             "zero_sig": [bool(za[i]) or bool(xp.any(zb[j0:j1])) for za, zb in zip(zero1, zero2)],
+            **shared,
         }
-        ksum, tsum = _batch_sums(st, g, m, xp, fast, work)
+        if rows:
+            ksum, tsum = _pair_sums_rows(st, g, work)
+        else:
+            ksum, tsum = _batch_sums(st, g, m, xp, fast, work)
         nngp_v = ksum * per_entry + b2
         tail = tsum * per_entry
         ntk_v = tail if fix else nngp_v + tail
@@ -877,6 +1075,8 @@ def _gram(x1, x2, symmetric, ws, bs, depth, q, g, readout, fix, batches, per_bat
                     out[j0:j1, i] = v  # exactly symmetric: one value for (i, j) and (j, i)
 
         def new_work():
+            if rows:
+                return _row_work(g, dtype, _BLOCK_ENTRIES)
             return {name: np.empty(per_batch * g.n, dtype=dtype)
                     for name in ("s", "k", "th", "f", "tmp", "e0", "e1", "p0", "p1")}
 
