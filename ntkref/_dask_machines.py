@@ -53,7 +53,7 @@ from . import machines as _m
 from ._backend import is_array, to_numpy
 from ._validation import InvalidParameterError, check_array, check_int, check_option, check_real
 
-__all__ = ["DaskKernelMachine", "solve", "check_gram", "psd_test"]
+__all__ = ["DaskKernelMachine", "solve", "subgradient_descent", "check_gram", "psd_test"]
 
 _CALLER = "machines.solve"
 
@@ -130,11 +130,11 @@ def _check_psd_option(check_psd, caller):
     return True
 
 
-def check_gram(K, caller=_CALLER):
+def check_gram(K, caller=_CALLER, sym_tol=None):
     """``machines._check_gram`` for a square Dask K, without the PSD test: returns (K, max|K|, ‖K‖_F).
 
     One graph over the blocks on and above the diagonal (each with its mirror); K symmetric within
-    √eps·max|K| is replaced by the lazy (K + Kᵀ)/2.
+    ``sym_tol``·max|K| (default √eps, as ``machines``; ``dynamics`` uses 100·eps) is replaced by the lazy (K + Kᵀ)/2.
     """
     import dask
 
@@ -154,11 +154,11 @@ def check_gram(K, caller=_CALLER):
     scale = max(max(s[1], s[2]) for s in stats)
     asym = max(s[3] for s in stats)
     fro = math.sqrt(sum(s[4] for s in stats))
-    eps = _eps(K)
-    if asym > math.sqrt(eps) * scale:
+    rel = math.sqrt(_eps(K)) if sym_tol is None else sym_tol * _eps(K)
+    if asym > rel * scale:
         raise InvalidParameterError(
             f"The 'K' parameter of {caller} must be symmetric: max|K - K^T| = {asym:.3g} exceeds "
-            f"sqrt(eps)*max|K| = {math.sqrt(eps) * scale:.3g}."
+            f"{'sqrt(eps)' if sym_tol is None else f'{sym_tol:g}*eps'}*max|K| = {rel * scale:.3g}."
         )
     if asym > 0:
         K = (K + K.T) / 2
@@ -509,4 +509,121 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
         primal_objective=primal / div, dual_objective=dual / div, duality_gap=(primal - dual) / div,
         kkt_residual=kkt, n_iter=its, converged=bool(conv), rkhs_norm_=math.sqrt(max(float(alpha @ g), 0.0)),
         train_output_=da.from_array(g, chunks=(K.chunks[0],)), **extra,
+    )
+
+
+# -------------------------------------------------------------------------------------------- dynamics
+
+
+def subgradient_descent(K, y, loss, lam, lr, steps, *, batch_size=None, seed=None, K_test=None, g0=None,
+                        g0_test=None, alpha0=None, decay="all", reduction="sum", record_every=1,
+                        record_subgradients=False, check_psd=True):
+    r"""``dynamics.subgradient_descent`` (seed 000 eqs. (5), (12), (16), (37)) on a square Dask Gram K.
+
+    The recursion α_{k+1} = (1 − ηλ)α_k − η c l′(g_k), g_k = (1 − ηλ)^k g₀ + Kα_k (and its minibatch variants,
+    the same random batches for the same ``seed``) with one block product :func:`ntkref._dask.symmetric_matvec`
+    per step, α and the outputs float64 on the client; the records' training outputs are one more product (an
+    (n, records) matrix), the test outputs ``K_test``·αᵀ (a Dask or NumPy ``K_test``, (m, n)).  The returned
+    :class:`~ntkref.dynamics.Trajectory` holds NumPy float64 arrays.  K is validated in one pass over its blocks
+    (finite; symmetric within 100·eps·max|K| as ``dynamics`` asks, then symmetrised); ``check_psd`` runs the
+    Lanczos test of :func:`psd_test` (``dynamics``' eigendecomposition needs the whole K).
+    """
+    from . import dynamics as _dyn
+    from ._validation import check_memory
+
+    np = _np()
+    xp = _xp()
+    caller = "subgradient_descent"
+    loss = _m._get_loss(loss, caller)
+    lam = check_real(lam, "lam", caller=caller, low=0.0)
+    lr = check_real(lr, "lr", caller=caller, low=0.0, high=None if lam == 0 else 1.0 / lam, closed="neither")
+    steps = check_int(steps, "steps", caller=caller, low=0)
+    record_every = check_int(record_every, "record_every", caller=caller, low=1)
+    check_option(decay, "decay", ("all", "batch"), caller=caller)
+    psd = bool(check_psd)
+    K, _, fro = check_gram(K, caller, sym_tol=100.0)
+    n = K.shape[0]
+
+    def host(v):
+        v = v.compute() if _dask.is_dask(v) else v
+        return to_numpy(v) if is_array(v) else v
+
+    y = _dyn._check_targets(loss, host(y), n, caller, xp, np.float64)
+    g0 = _dyn._check_vector(host(g0), "g0", n, caller, xp, np.float64)
+    alpha0 = _dyn._check_vector(host(alpha0), "alpha0", n, caller, xp, np.float64)
+    if _dask.is_dask(K_test):  # the checks of dynamics._check_test, without reading K_test
+        if K_test.ndim != 2 or K_test.shape[1] != n:
+            raise InvalidParameterError(f"The 'K_test' parameter of {caller} must have shape (m, {n}); got "
+                                        f"{tuple(K_test.shape)}.")
+        if g0 is not None and g0_test is None:
+            raise InvalidParameterError(f"{caller}: 'g0' is given, so 'g0_test' (the initial outputs on the test "
+                                        "points) is needed too.")
+        g0_test = _dyn._check_vector(host(g0_test), "g0_test", K_test.shape[0], caller, xp, np.float64)
+    else:
+        K_test, g0_test = _dyn._check_test(host(K_test), g0, host(g0_test), n, caller, xp, np.float64)
+    if g0 is not None and decay == "batch":
+        raise InvalidParameterError(
+            f"{caller}: 'g0' (outputs of a β₀ outside the span of the Φ(x_i)) has no defined decay with "
+            "decay='batch'; pass alpha0 (coefficients) or use decay='all'."
+        )
+    c = _dyn._reduction_scale(reduction, n, caller)
+    n_rec = steps // record_every + 2
+    m_test = 0 if K_test is None else K_test.shape[0]
+    check_memory(n_rec * (2 * n + m_test) * (2 if record_subgradients else 1),
+                 f"The recorded trajectory ({n_rec} records of 'steps'/'record_every' x n = {n})", caller, y,
+                 ways_out="record fewer steps (a larger record_every)")
+    if batch_size is not None:
+        batch_size = check_int(batch_size, "batch_size", caller=caller, low=1, high=n)
+        rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+        cb = (1.0 / batch_size) if reduction == "mean" else (n / batch_size)
+    else:
+        cb = c
+    if psd:  # last: the costliest check
+        psd_test(K, fro, caller)
+    d = 1.0 - lr * lam
+    g0_ = np.zeros(n) if g0 is None else g0
+    alpha = np.zeros(n) if alpha0 is None else alpha0
+    w = 1.0
+    rec_k, rec_a, rec_w, subs, masks = [], [], [], [], []
+    for k in range(steps + 1):
+        if k % record_every == 0 or k == steps:
+            rec_k.append(k)
+            rec_a.append(alpha)
+            rec_w.append(w)
+        if k == steps:
+            break
+        g = w * g0_ + (_dask.symmetric_matvec(K, alpha) if np.any(alpha) else np.zeros(n))
+        lp = _dyn._lprime(loss, g, y, xp)
+        if batch_size is None:
+            s = cb * lp
+            alpha = d * alpha - lr * s
+        else:
+            mask = np.zeros(n)
+            mask[rng.choice(n, size=batch_size, replace=False)] = 1.0
+            s = cb * lp * mask
+            alpha = d * alpha - lr * s if decay == "all" else (1 - lr * lam * mask) * alpha - lr * s
+            if record_subgradients:
+                masks.append(mask > 0)
+        if record_subgradients:
+            subs.append(s)
+        w = w * d if (batch_size is None or decay == "all") else w
+    alpha_arr, warr = np.stack(rec_a), np.asarray(rec_w)
+    g_train = warr[:, None] * g0_[None, :] + _dask.symmetric_matvec(K, alpha_arr.T).T
+    g_test = None
+    if K_test is not None:
+        if _dask.is_dask(K_test):
+            g_test = np.asarray((K_test @ _dask._da().from_array(alpha_arr.T, chunks=(K_test.chunks[1], -1))).compute(),
+                                dtype=np.float64).T
+        else:
+            g_test = alpha_arr @ K_test.T
+        if g0_test is not None:
+            g_test = g_test + warr[:, None] * g0_test[None, :]
+    _dyn._check_diverged(caller, loss, lr, lam, c if batch_size is None else cb, xp,
+                         alpha_arr, g_train, g_test, *(subs[-1:] if record_subgradients else []))
+    return _dyn.Trajectory(
+        times=np.asarray([lr * k for k in rec_k]), g_train=g_train, g_test=g_test, alpha=alpha_arr, g0_weight=warr,
+        method="subgradient" if batch_size is None else "sgd", steps=np.asarray(rec_k),
+        subgradients=(np.stack(subs) if subs else np.zeros((0, n))) if record_subgradients else None,
+        batch_masks=(np.stack(masks) if masks else None) if (record_subgradients and decay == "batch" and batch_size)
+        else None,
     )

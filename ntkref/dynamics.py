@@ -854,6 +854,9 @@ def subgradient_descent(
     Plain recursion: rounding grows like k·eps·‖K‖‖α‖.  Note the hinge's 𝟙(yg < 1) is a
     discontinuous test; points within rounding of the margin may flip between backends.
     """
+    from . import _dask_machines as _dm  # a Dask K: one block mat-vec per step (imports no Dask otherwise)
+    if _dm._dask.is_dask(K):
+        return _dm.subgradient_descent(**{k: v for k, v in locals().items() if k != "_dm"})
     caller = "subgradient_descent"
     loss = _losses.get(loss) if not isinstance(loss, _losses.Loss) else loss
     lam = check_real(lam, "lam", caller=caller, low=0.0)
