@@ -17,11 +17,19 @@ Both sides run in fresh subprocesses, one after the other, on the same inputs:
   radii mapped over test chunks; time per stage (after a warm-up task: imports) and the peak RSS of every
   worker (``ru_maxrss``, fresh workers per run).
 
+``--losses hinge logistic`` adds kernel machines on the same Gram (``--machines-lam``, mean convention): NumPy
+``machines.solve`` on a float64 copy of the Gram the Dask side stored (the same numbers; dense active-set / Newton, its default PSD certificate: Cholesky for
+n ≤ 4096), Dask ``machines.solve`` on the stored Gram (``ntkref/_dask_machines.py``: working sets of gathered
+columns / Newton-CG with block products, the Lanczos PSD test); time, duality gap, Newton steps or working-set size,
+the PSD test timed apart, and the largest difference of the coefficients, relative to max|α| (the workers' and the
+client's peaks cover the whole run, the machines included: the client holds the n·|W| gathered columns).
+
 ``--mode compare`` (default) runs both at each ``--n``; ``--mode target`` runs only the Dask side (the issue's
 end-to-end run: ``--n 60000 --n-test 2000 --memory-limit 4GB``, which the NumPy side cannot hold next to
 the workers).  Output: one JSON object (``--json PATH`` also writes it), with the ratios Dask / NumPy.
 
     python -m validation.bench.bench_dask --n 4000 8000                       # compare, small
+    python -m validation.bench.bench_dask --n 4000 --losses hinge logistic    # + SVM and logistic machines
     python -m validation.bench.bench_dask --mode target --n 60000 --n-test 2000 --memory-limit 4GB \\
         --store /big/disk/K.zarr --json out.json                                 # the end-to-end target
 
@@ -61,6 +69,14 @@ COMMON = textwrap.dedent(
 
     def peak_rss():
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+    def stored_gram(path, fallback):
+        if path.endswith(".zarr") and os.path.exists(path):
+            import zarr
+            return zarr.open_array(path, mode="r")[...]
+        if path.endswith(".npy") and os.path.exists(path):
+            return np.load(path)
+        return fallback
     """
 )
 
@@ -83,6 +99,21 @@ NUMPY_SIDE = COMMON + textwrap.dedent(
     out.update(median_radius=float(np.median(r)), certified=int(np.sum(r > 0)), peak_bytes=peak_rss())
     out["total_s"] = out["gram_s"] + out["krr_s"] + out["certify_s"]
     np.save(cfg["radii_file"], r)
+    if cfg["losses"]:
+        from ntkref import machines
+        # (not timed) the dense solvers in float64, as the Dask side computes, on the very Gram the Dask side stored
+        # when there is one (a Gram computed in float32 block by block differs from the whole one by float32
+        # rounding, which an ill-conditioned K turns into coefficient differences far above the solvers' own)
+        K64 = stored_gram(cfg["store"], K).astype(np.float64)
+        del K
+        t = time.perf_counter(); machines._check_psd(K64, "bench", method="cholesky"); out["psd_s"] = time.perf_counter() - t
+        for loss in cfg["losses"]:
+            t = time.perf_counter()
+            mm = machines.solve(K64, y, loss, cfg["machines_lam"], reduction="mean")
+            out[loss] = dict(solve_s=time.perf_counter() - t, gap=mm.duality_gap, n_iter=mm.n_iter,
+                             converged=mm.converged, n_sv=int(np.sum(mm.alpha_ != 0)))
+            np.save(cfg["alpha_file"] + loss + ".npy", mm.alpha_)
+        out["peak_bytes"] = peak_rss()
     print(json.dumps(out))
     """
 )
@@ -132,6 +163,20 @@ DASK_SIDE = COMMON + textwrap.dedent(
             r = _dask.certified_radius(alpha, x, da.from_array(xt, chunks=(cfg["test_chunk"], xt.shape[1])), y=yt,
                                        domain=(0.0, 1.0)).compute()
             out["certify_s"] = time.perf_counter() - t
+            if cfg["losses"]:
+                from ntkref import _dask_machines, machines
+                t = time.perf_counter()
+                Kv, _, fro = _dask_machines.check_gram(K)
+                out["validate_s"] = time.perf_counter() - t
+                t = time.perf_counter(); _dask_machines.psd_test(Kv, fro); out["psd_s"] = time.perf_counter() - t
+            for loss in cfg["losses"]:
+                t = time.perf_counter()
+                mm = machines.solve(K, y, loss, cfg["machines_lam"], reduction="mean")
+                a = mm.alpha_.compute()
+                out[loss] = dict(solve_s=time.perf_counter() - t, gap=mm.duality_gap, n_iter=mm.n_iter,
+                                 converged=mm.converged, n_sv=int(np.sum(a != 0)), n_matvec=mm.n_matvec,
+                                 max_working_set=mm.max_working_set, columns_gathered=mm.columns_gathered)
+                np.save(cfg["alpha_file"] + loss + ".npy", a)
             out["worker_peak_bytes"] = sorted(client.run(worker_peak).values())
         out["client_peak_bytes"] = peak_rss()
         out.update(median_radius=float(np.median(r)), certified=int(np.sum(r > 0)))
@@ -168,6 +213,10 @@ def main(argv=None):
     p.add_argument("--lam", type=float, default=1e-4, help="λ, mean convention (λ_sum = n·λ)")
     p.add_argument("--tol", type=float, default=1e-6, help="relative CG residual")
     p.add_argument("--rank", type=int, default=300, help="Nyström preconditioner rank")
+    p.add_argument("--losses", nargs="*", default=[], choices=("hinge", "squared_hinge", "epsilon_insensitive",
+                                                                 "logistic"),
+                   help="kernel machines solved on the same Gram after the KRR (machines.solve, both sides)")
+    p.add_argument("--machines-lam", type=float, default=1e-3, help="λ of the machines, mean convention")
     p.add_argument("--json", default=None)
     p.add_argument("--malloc-default", action="store_true",
                    help="leave the workers' malloc settings as distributed sets them (default: MALLOC_MMAP_THRESHOLD_ "
@@ -179,18 +228,28 @@ def main(argv=None):
             store = args.store or os.path.join(tmp, f"K{n}.zarr")
             cfg = dict(n=n, n_test=args.n_test, workers=args.workers, memory_limit=args.memory_limit,
                        chunk=args.chunk, test_chunk=args.test_chunk, store=store, lam=args.lam, tol=args.tol,
-                       rank=min(args.rank, n), malloc_env=not args.malloc_default, tmp=tmp)
+                       rank=min(args.rank, n), malloc_env=not args.malloc_default, tmp=tmp,
+                       losses=list(args.losses), machines_lam=args.machines_lam)
             row = {"n": n, "config": {k: v for k, v in cfg.items() if k != "tmp"}}
             cfg["radii_file"] = os.path.join(tmp, "radii_dask.npy")
+            cfg["alpha_file"] = os.path.join(tmp, "alpha_dask_")
             row["dask"] = run_side(DASK_SIDE, cfg)
             if args.mode == "compare":
                 cfg["radii_file"] = os.path.join(tmp, "radii_numpy.npy")
+                cfg["alpha_file"] = os.path.join(tmp, "alpha_numpy_")
                 row["numpy"] = run_side(NUMPY_SIDE, cfg)
                 d, s = row["dask"], row["numpy"]
                 if "error" not in d and "error" not in s:
                     import numpy as np
 
                     row["ratio_dask_over_numpy"] = {k: d[k] / s[k] for k in ("gram_s", "krr_s", "certify_s", "total_s")}
+                    for loss in args.losses:
+                        a_d = np.load(os.path.join(tmp, f"alpha_dask_{loss}.npy"))
+                        a_s = np.load(os.path.join(tmp, f"alpha_numpy_{loss}.npy"))
+                        row["ratio_dask_over_numpy"][loss] = d[loss]["solve_s"] / s[loss]["solve_s"]
+                        row[f"{loss}_alpha_max_rel_diff"] = float(np.max(np.abs(a_d - a_s)) / max(np.max(np.abs(a_s)), 1e-300))
+                    if args.losses:
+                        row["ratio_dask_over_numpy"]["psd_s"] = d["psd_s"] / s["psd_s"]
                     row["gram_entries_per_s"] = {"dask": n * n / d["gram_s"], "numpy": n * n / s["gram_s"]}
                     row["peak_per_worker_over_numpy_peak"] = max(d["worker_peak_bytes"]) / s["peak_bytes"]
                     ra, rb = np.load(os.path.join(tmp, "radii_dask.npy")), np.load(cfg["radii_file"])
