@@ -36,7 +36,7 @@ def _images(n, c, h, w, seed=RNG_IMAGES):
 def pair_path(request, monkeypatch, xp):
     """The two NumPy routes of a GAP pair: batches of pairs (small images) and, for large images, one pair
     at a time in cache-sized blocks of pixel rows, forced here on small images with one pixel row per block
-    (so every block boundary, and a refinement spread over blocks, is exercised)."""
+    (so every block boundary, and a refinement spread over blocks and groups, is exercised)."""
     if request.param == "rows":
         if not xp.__name__.endswith("numpy"):
             pytest.skip("the row-block path is NumPy's (other namespaces take the standard-only route)")
@@ -44,6 +44,7 @@ def pair_path(request, monkeypatch, xp):
 
         monkeypatch.setattr(mod, "_ROWS_MIN_ENTRIES", 0)
         monkeypatch.setattr(mod, "_BLOCK_ENTRIES", 1)
+        monkeypatch.setattr(mod, "_REFINE_CHUNK", 3)  # flagged entries refined in small groups, mid-layer too
     return request.param
 
 

@@ -674,7 +674,32 @@ def _pair_sums_rows(st, g, work):
         scale = st["c"][layer] if layer == 0 else st["c"][layer] / (2 * _PI)
         sa, sb = st["sig_a"][layer][0], st["sig_b"][layer][0]
         zero_sig = st["zero_sig"][layer]
+        pending = []  # flagged entries (near-parallel, or antiparallel in layer 1): (flat index, k, Θ)
+
+        def flush():
+            """The pending entries: cancellation-free e and f, then the same steps as in the blocks."""
+            nonlocal ksum, tsum
+            if not pending:
+                return
+            idx = np.concatenate([p_[0] for p_ in pending])
+            ks = np.concatenate([p_[1] for p_ in pending])
+            ths = None if pending[0][2] is None else np.concatenate([p_[2] for p_ in pending])
+            pending.clear()
+            e_ref, f_ref = _refine(idx, layer, st, g, np)
+            pmt = _PI - 2.0 * np.arctan(np.sqrt(e_ref / f_ref))
+            root = np.sqrt(e_ref) * np.sqrt(f_ref)  # exact antiparallel pairs: f = 0, e/f = ∞
+            kp = pmt * ks + root
+            if last:
+                ksum += float(np.sum(kp))
+                if ths is not None:
+                    tsum += float(np.vdot(ths, pmt))
+            else:
+                e_all[idx], pm_all[idx], kp_all[idx] = e_ref, pmt, kp
+                tp_all[idx] = 0.0 if ths is None else ths * pmt
+
         for a, b in rb.blocks:
+            if sum(p_[0].shape[0] for p_ in pending) >= _REFINE_CHUNK:
+                flush()  # the entries of earlier blocks (their block's own writes are done)
             lo, hi = a * pt, b * pt
             size, rows = hi - lo, b - a
             k = _block_patch_sum(src_k, lo, size, g, margin, blk["tk"], blk["k"][:size])
@@ -702,28 +727,20 @@ def _pair_sums_rows(st, g, work):
             flagged = float(inner.min()) < _TAU
             if layer == 0 and not flagged:
                 flagged = float(inner.max()) > 1 / _TAU
-            ref = None
-            if flagged:
+            loc = None
+            if flagged:  # refined after the layer, in one go; a benign placeholder until then
                 cond = ratio < _TAU
                 if layer == 0:
                     cond |= ratio > 1 / _TAU
                 cond &= inside_pair[lo:hi]
                 loc = np.nonzero(cond)[0]
-                idx = loc + lo
-                parts = [_refine(idx[j : j + _REFINE_CHUNK], layer, st, g, np)
-                         for j in range(0, idx.shape[0], _REFINE_CHUNK)]
-                e_ref = np.concatenate([p_[0] for p_ in parts])
-                f_ref = np.concatenate([p_[1] for p_ in parts])
-                e[loc], f[loc], ratio[loc] = e_ref, f_ref, e_ref / f_ref
-                ref = (loc, e_ref, f_ref)
+                pending.append((loc + lo, k[loc], None if th is None else th[loc]))
+                ratio[loc] = 1.0
             t = np.sqrt(ratio, out=ratio)
             root = np.multiply(t, f, out=f)  # s·sin θ = √(e f)
             pmt = np.arctan(t, out=blk["pm"][:size] if last else pm_all[lo:hi])
             pmt *= -2.0
             pmt += _PI  # π − θ
-            if ref is not None:  # exact antiparallel pairs: t = ∞, f = 0
-                loc, e_ref, f_ref = ref
-                root[loc] = np.sqrt(e_ref) * np.sqrt(f_ref)
             if zero_s is not None:  # s = 0 (k = 0): no contribution, κ̇ = 0, θ = π for ẽ = 0
                 root[zero_s] = 0.0
                 pmt[zero_s] = 0.0
@@ -731,6 +748,9 @@ def _pair_sums_rows(st, g, work):
             if last:
                 _zero_block_pads(pmt, rows, g)
                 _zero_block_pads(root, rows, g)
+                if loc is not None:  # their terms are added after the layer
+                    pmt[loc] = 0.0
+                    root[loc] = 0.0
                 ksum += float(np.vdot(pmt, k)) + float(np.sum(root))
                 if th is not None:
                     tsum += float(np.vdot(th, pmt))
@@ -744,6 +764,7 @@ def _pair_sums_rows(st, g, work):
                 np.multiply(th, pmt, out=tp)
             _zero_block_pads(kp, rows, g)
             _zero_block_pads(tp, rows, g)
+        flush()
         st["e_prev"], st["pmt_prev"] = e_all, pm_all
     dtype = blk["k"].dtype
     return np.asarray([ksum], dtype=dtype), np.asarray([tsum], dtype=dtype)
@@ -955,30 +976,10 @@ def cntk(
     itemsize = 4 if x1.dtype == xp.float32 else 8
     fast = array_api_compat.is_numpy_namespace(xp)
 
-    n_pairs = n1 * (n1 + 1) // 2 if symmetric else n1 * n2  # a symmetric Gram: the pairs i ≤ j
-    per_pair = itemsize * (_BUFFERS * g.n + 2 * (c + depth) * g.pt) + g.n  # + the refinement's flags
-    rows = fast and readout == "gap" and g.n >= _ROWS_MIN_ENTRIES
-    if rows:  # one pair at a time, in blocks of pixel rows
-        per_pair = _row_work_bytes(g, itemsize, _BLOCK_ENTRIES) + itemsize * 2 * (c + depth) * g.pt + 2 * g.n
-        per_batch = 1
-    elif fast:
-        # one pair a batch when its tensors exceed ~2M entries (cache-sized passes), more for small images
-        per_batch = max(1, min(max_memory // per_pair, max(1, (1 << 21) // g.n)))
-    else:
-        per_batch = max(1, max_memory // per_pair)
-    # batches: runs of ≤ per_batch pairs (i, j0..j1) along a row (j ≥ i for a symmetric Gram)
-    batches = [
-        (i, j0, min(n2, j0 + per_batch))
-        for i in range(n1)
-        for j0 in range(i if symmetric else 0, n2, per_batch)
-    ]
-    workers = _n_workers(n_jobs, xp, len(batches), _CALLER)
-    # the two outputs (assembled by concatenation, about twice, where arrays are not writable in place) and
-    # the per-pair sums; the per-image maps; each worker's batch
-    outputs = 2 * n1 * n2 * itemsize * (1 if fast else 3) + (0 if fast else 8 * n1 * n2 + 32 * n_pairs)
-    maps = itemsize * (c + depth) * g.pt * (n1 + (0 if symmetric else n2))
+    rows, per_batch, batches, workers, needed = _plan(n1, n2, symmetric, c, g, depth, readout, itemsize, fast,
+                                                      max_memory, n_jobs, xp)
     check_memory(
-        outputs + maps + workers * per_pair * min(per_batch, max(1, n_pairs)),
+        needed,
         f"The 'x1'/'x2' parameters ({n1} × {n2} images of {c}×{h}×{w}, in "
         f"{'float32' if itemsize == 4 else 'float64'})",
         _CALLER,
@@ -999,6 +1000,36 @@ def cntk(
     for value in (out.nngp, out.ntk):
         check_finite_kernel(value, _CALLER, xp)
     return out
+
+
+def _plan(n1, n2, symmetric, c, g, depth, readout, itemsize, fast, max_memory, n_jobs, xp):
+    """The work plan of a Gram: (row-block path?, pairs per batch, batches, worker threads, estimated bytes).
+
+    The estimate (what :func:`cntk` checks against the available memory before computing): the two outputs
+    (assembled by concatenation, about twice, where arrays are not writable in place) and the per-pair sums,
+    the per-image maps, and each worker's arrays for one batch.
+    """
+    n_pairs = n1 * (n1 + 1) // 2 if symmetric else n1 * n2  # a symmetric Gram: the pairs i ≤ j
+    per_pair = itemsize * (_BUFFERS * g.n + 2 * (c + depth) * g.pt) + g.n  # + the refinement's flags
+    rows = fast and readout == "gap" and g.n >= _ROWS_MIN_ENTRIES
+    if rows:  # one pair at a time, in blocks of pixel rows (+ the pair's interior flags, shared)
+        per_pair = _row_work_bytes(g, itemsize, _BLOCK_ENTRIES) + itemsize * 2 * (c + depth) * g.pt + 2 * g.n
+        per_batch = 1
+    elif fast:
+        # one pair a batch when its tensors exceed ~2M entries (cache-sized passes), more for small images
+        per_batch = max(1, min(max_memory // per_pair, max(1, (1 << 21) // g.n)))
+    else:
+        per_batch = max(1, max_memory // per_pair)
+    # batches: runs of ≤ per_batch pairs (i, j0..j1) along a row (j ≥ i for a symmetric Gram)
+    batches = [
+        (i, j0, min(n2, j0 + per_batch))
+        for i in range(n1)
+        for j0 in range(i if symmetric else 0, n2, per_batch)
+    ]
+    workers = _n_workers(n_jobs, xp, len(batches), _CALLER)
+    outputs = 2 * n1 * n2 * itemsize * (1 if fast else 3) + (0 if fast else 8 * n1 * n2 + 32 * n_pairs)
+    maps = itemsize * (c + depth) * g.pt * (n1 + (0 if symmetric else n2))
+    return rows, per_batch, batches, workers, outputs + maps + workers * per_pair * min(per_batch, max(1, n_pairs))
 
 
 def _gram(x1, x2, symmetric, ws, bs, depth, q, g, readout, fix, batches, per_batch, workers, fast, rows, xp):

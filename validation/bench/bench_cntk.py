@@ -11,9 +11,13 @@ neural-tangents, so a change of load during the run shows up on both sides.  The
 neural-tangents' best time over ntkref's.  Agreement: the largest difference between the two Grams,
 scaled by √(K(x,x)K(x′,x′)).
 
+Before/after in the same run: ntkref's batched route (batches of pairs, every step over a pair's whole
+tensors — the implementation before the row blocks, still the route of small images) is forced on the
+same inputs and timed the same way, interleaved (``--no-batched`` skips it).
+
 Memory: tracemalloc's peak for ntkref (NumPy registers its allocations there) at the benchmark sizes
 and at a larger symmetric Gram, and the estimate of the 2 000-image Gram the function's memory guard
-uses (outputs, per-image maps, one batch of pairs per worker thread).
+computes (``_plan``: outputs, per-image maps, each worker thread's arrays).
 
     /work/venv/bin/python validation/bench/bench_cntk.py --nt-python /work/ntvenv/bin/python \\
         [--json validation/bench/bench_cntk.json] [--repeats 3]
@@ -32,9 +36,11 @@ import textwrap
 import time
 import tracemalloc
 
+import array_api_compat
 import numpy as np
 
-from ntkref.kernels._cntk import _BUFFERS, _Geometry, cntk
+from ntkref.kernels import _cntk
+from ntkref.kernels._cntk import _BLOCK_ENTRIES, _Geometry, _row_work_bytes, cntk
 
 DEPTH, Q, SHAPE = 3, 3, (3, 32, 32)
 
@@ -79,15 +85,23 @@ def _inputs():
     return rng.standard_normal((10,) + SHAPE), rng.standard_normal((10,) + SHAPE)
 
 
-def _time_ntkref(x, y, repeats):
+def _time_ntkref(x, y, repeats, batched=False):
+    """Best-of timings of ntkref; ``batched``: the route of small images (batches of pairs, whole tensors per
+    step: the implementation before the row blocks) forced on these images, for a before/after in one run."""
     times = {"symmetric": [], "cross": []}
     out = {}
-    for _ in range(repeats):
-        for name, (a, b) in {"symmetric": (x, None), "cross": (x, y)}.items():
-            t0 = time.perf_counter()
-            k = cntk(a, b, depth=DEPTH, filter_size=Q, readout="gap")
-            times[name].append(time.perf_counter() - t0)
-            out[name] = k
+    saved = _cntk._ROWS_MIN_ENTRIES
+    if batched:
+        _cntk._ROWS_MIN_ENTRIES = 1 << 62
+    try:
+        for _ in range(repeats):
+            for name, (a, b) in {"symmetric": (x, None), "cross": (x, y)}.items():
+                t0 = time.perf_counter()
+                k = cntk(a, b, depth=DEPTH, filter_size=Q, readout="gap")
+                times[name].append(time.perf_counter() - t0)
+                out[name] = k
+    finally:
+        _cntk._ROWS_MIN_ENTRIES = saved
     return times, out
 
 
@@ -109,6 +123,8 @@ def main():
     parser.add_argument("--nt-python", help="a Python with neural-tangents 0.6.5 and jax (x64), for the peer")
     parser.add_argument("--json", help="write the results here as JSON")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--no-batched", action="store_true",
+                        help="skip timing the batched route (the implementation before the row blocks)")
     args = parser.parse_args()
     x, y = _inputs()
     result = {"workload": {"readout": "gap", "depth": DEPTH, "filter_size": Q, "image_shape": list(SHAPE),
@@ -116,6 +132,8 @@ def main():
               "machine": {"cpus": len(os.sched_getaffinity(0)), "load_average_start": os.getloadavg()}}
     cntk(x[:1], y[:1], depth=DEPTH)  # warm-up (imports, thread pool)
     t_before, ours = _time_ntkref(x, y, args.repeats)
+    if not args.no_batched:
+        b_before, batched = _time_ntkref(x, y, args.repeats, batched=True)
     nt = None
     if args.nt_python:
         with tempfile.TemporaryDirectory() as tmp:
@@ -125,7 +143,10 @@ def main():
                                   check=True, capture_output=True, text=True)
             nt_timing = json.loads(proc.stdout.strip().splitlines()[-1])
             nt = dict(np.load(outp))
+    result["machine"]["load_average_mid"] = os.getloadavg()
     t_after, _ = _time_ntkref(x, y, args.repeats)
+    if not args.no_batched:
+        b_after, _ = _time_ntkref(x, y, args.repeats, batched=True)
     self_x = np.diag(ours["symmetric"].ntk)
     self_x_nngp = np.diag(ours["symmetric"].nngp)
     self_y = np.diag(cntk(y, depth=DEPTH).ntk)
@@ -133,6 +154,15 @@ def main():
     for name in ("symmetric", "cross"):
         best = min(t_before[name] + t_after[name])
         entry = {"ntkref_best_s": best, "ntkref_times_s": t_before[name] + t_after[name]}
+        if not args.no_batched:
+            b_best = min(b_before[name] + b_after[name])
+            entry.update({
+                "ntkref_batched_route_best_s": b_best,
+                "ntkref_batched_route_times_s": b_before[name] + b_after[name],
+                "speedup_over_batched_route": b_best / best,
+                "max_scaled_difference_to_batched_route_ntk": _scaled(
+                    ours[name].ntk, batched[name].ntk, self_x, self_x if name == "symmetric" else self_y),
+            })
         if nt is not None:
             nt_best = min(nt_timing[name]["times_s"])
             dy, dyn = (self_x, self_x_nngp) if name == "symmetric" else (self_y, self_y_nngp)
@@ -141,6 +171,8 @@ def main():
                 "neural_tangents_times_s": nt_timing[name]["times_s"],
                 "neural_tangents_first_call_s": nt_timing[name]["first_call_s"],
                 "ratio_nt_over_ntkref": nt_best / best,
+                **({"ratio_nt_over_batched_route": nt_best / entry["ntkref_batched_route_best_s"]}
+                   if "ntkref_batched_route_best_s" in entry else {}),
                 "max_scaled_difference_ntk": _scaled(ours[name].ntk, nt[name + "_ntk"], self_x, dy),
                 "max_scaled_difference_nngp": _scaled(ours[name].nngp, nt[name + "_nngp"], self_x_nngp, dyn),
             })
@@ -151,17 +183,21 @@ def main():
         "tracemalloc_peak_MiB_cross_10x10": _peak(lambda: cntk(x, y, depth=DEPTH)) / 2**20,
         "tracemalloc_peak_MiB_symmetric_20": _peak(lambda: cntk(np.concatenate([x, y]), depth=DEPTH)) / 2**20,
     }
+    # the estimate cntk itself checks before computing (outputs, per-image maps, every worker's arrays)
     g = _Geometry(32, 32, Q, True)
-    workers = len(os.sched_getaffinity(0))
     n = 2000
-    est = 2 * n * n * 8 + 8 * (3 + DEPTH) * g.pt * n + workers * 8 * (_BUFFERS * g.n + 2 * (3 + DEPTH) * g.pt)
-    result["memory"]["estimate_GiB_symmetric_2000"] = est / 2**30
+    plan = _cntk._plan(n, n, True, SHAPE[0], g, DEPTH, "gap", 8, True, 2**28, None, array_api_compat.numpy)
+    result["memory"]["estimate_GiB_symmetric_2000"] = plan[4] / 2**30
+    result["memory"]["row_block_path"] = bool(plan[0])
+    result["memory"]["per_worker_MiB"] = _row_work_bytes(g, 8, _BLOCK_ENTRIES) / 2**20
     result["machine"]["load_average_end"] = os.getloadavg()
     print(f"CNTK-GAP, depth {DEPTH}, {Q}×{Q}, 32×32×3, float64 (best of {2 * args.repeats} ntkref runs, "
           f"{args.repeats} neural-tangents runs after compilation)")
     for name in ("symmetric", "cross"):
         e = result[name]
         line = f"  {name:<9}: ntkref {e['ntkref_best_s']:.2f} s"
+        if "ntkref_batched_route_best_s" in e:
+            line += f" (batched route {e['ntkref_batched_route_best_s']:.2f} s)"
         if nt is not None:
             line += (f", neural-tangents {e['neural_tangents_best_s']:.2f} s (first call "
                      f"{e['neural_tangents_first_call_s']:.1f} s): ratio {e['ratio_nt_over_ntkref']:.2f}×, "
