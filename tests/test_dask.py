@@ -218,6 +218,11 @@ def test_two_worker_processes_with_a_memory_limit(problem):
         assert np.linalg.norm(m.alpha_.compute() - ref) <= m.alpha_error_bound
         r = _dask.certified_radius(ref, X, da.from_array(Xt, chunks=35)).compute()
         assert np.array_equal(r, certify.certified_radius(ref, X, Xt))
+        # the SVM's gathers and validation tasks are pickled to the worker processes too
+        svm = _dask.solve(Kd, y, "hinge", 0.1, check_psd=False)
+        ref_svm = machines.solve(K, y, "hinge", 0.1)
+        assert svm.converged and np.max(np.abs(svm.alpha_.compute() - ref_svm.alpha_)) <= 1e-10 * np.abs(
+            ref_svm.alpha_).max()
 
 
 @pytest.mark.parametrize("ext", [".zarr", ".npy"])
@@ -326,6 +331,18 @@ def test_qp_losses_on_dask_equal_numpy(client, problem, loss_name, lam, reductio
     assert _dual_kkt_violation(alpha, K @ alpha, target, lam_sum, loss) <= 1e-9
     assert m.kkt_residual <= 1e-9 * (1 + np.abs(alpha).max())
     assert m.max_working_set <= K.shape[0] and m.n_matvec == 0
+
+
+def test_float32_dask_gram_is_solved_in_float64_on_its_entries(client, problem):
+    """A float32 Gram: the Dask solvers gather its entries and compute in float64 (default tol 1e-10), so they
+    equal machines.solve on the float64 copy of the same numbers (not the float32 solve, whose tol is 1e-4)."""
+    X, y, _, K = problem
+    K32 = K.astype(np.float32)
+    ref = machines.solve(K32.astype(np.float64), y, "hinge", 0.1)
+    m = _dask.solve(da.from_array(K32, chunks=70), y, "hinge", 0.1, check_psd=False)
+    assert m.converged and m.duality_gap <= 1e-10 * max(1.0, m.primal_objective)
+    alpha = m.alpha_.compute()
+    assert alpha.dtype == np.float64 and np.max(np.abs(alpha - ref.alpha_)) <= 1e-10 * np.abs(ref.alpha_).max()
 
 
 def test_working_set_gathers_only_part_of_K_when_few_points_are_support_vectors(client):
