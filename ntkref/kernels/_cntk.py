@@ -633,14 +633,15 @@ def _block_patch_sum(src, lo, size, g, margin, tmp, out):
 
 
 def _zero_block_pads(a, rows, g):
-    """Zero the entries of a block whose second pixel p̃′ is padding (its rows p̃ are interior)."""
-    r = g.r
+    """Zero the entries of a block whose second pixel p̃′ is padding (its rows p̃ are interior): the first and
+    last r grid rows of every p̃′ grid, and the right r columns of each grid row with the left r columns of
+    the next (adjacent in the flat layout, so one strided assignment of 2r values per grid row)."""
+    r, wp = g.r, g.wp
     if r:
-        v = a.reshape((rows, g.hp, g.wp))
+        v = a.reshape((rows, g.hp, wp))
         v[:, :r, :] = 0.0
         v[:, g.hp - r :, :] = 0.0
-        v[:, :, :r] = 0.0
-        v[:, :, g.wp - r :] = 0.0
+        a[wp - r : wp - r + (rows * g.hp - 1) * wp].reshape((-1, wp))[:, : 2 * r] = 0.0
 
 
 def _pair_sums_rows(st, g, work):
@@ -685,7 +686,10 @@ def _pair_sums_rows(st, g, work):
             ks = np.concatenate([p_[1] for p_ in pending])
             ths = None if pending[0][2] is None else np.concatenate([p_[2] for p_ in pending])
             pending.clear()
-            e_ref, f_ref = _refine(idx, layer, st, g, np)
+            parts = [_refine(idx[j : j + _REFINE_CHUNK], layer, st, g, np)
+                     for j in range(0, idx.shape[0], _REFINE_CHUNK)]
+            e_ref = np.concatenate([p_[0] for p_ in parts])
+            f_ref = np.concatenate([p_[1] for p_ in parts])
             pmt = _PI - 2.0 * np.arctan(np.sqrt(e_ref / f_ref))
             root = np.sqrt(e_ref) * np.sqrt(f_ref)  # exact antiparallel pairs: f = 0, e/f = ∞
             kp = pmt * ks + root
@@ -1014,6 +1018,10 @@ def _plan(n1, n2, symmetric, c, g, depth, readout, itemsize, fast, max_memory, n
     rows = fast and readout == "gap" and g.n >= _ROWS_MIN_ENTRIES
     if rows:  # one pair at a time, in blocks of pixel rows (+ the pair's interior flags, shared)
         per_pair = _row_work_bytes(g, itemsize, _BLOCK_ENTRIES) + itemsize * 2 * (c + depth) * g.pt + 2 * g.n
+        # the flagged entries waiting for their refinement (≤ _REFINE_CHUNK + a block: index, k, Θ and five
+        # results each) and one refinement group's gathers (patches of C·q² values and their indices)
+        pending = _REFINE_CHUNK + _RowBlocks(g, _BLOCK_ENTRIES).longest
+        per_pair += pending * (8 + 7 * itemsize) + _REFINE_CHUNK * 4 * (c * g.q * g.q) * 8
         per_batch = 1
     elif fast:
         # one pair a batch when its tensors exceed ~2M entries (cache-sized passes), more for small images
