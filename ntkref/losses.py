@@ -102,6 +102,10 @@ class Loss:
         |y − z| − ε beyond the largest float) is an error (:class:`LossOverflowError`), never inf.
         """
         xp, z, y = self._args(z, y, "value")
+        return self._value(z, y, xp)
+
+    def _value(self, z, y, xp):
+        """:meth:`value` on validated arrays z, y of one namespace and dtype (the solvers' inner loops)."""
         if self.name == "hinge":
             return xp.maximum(1 - y * z, 0.0)
         if self.name == "squared_hinge":
@@ -117,6 +121,10 @@ class Loss:
         """l'(z, y) = ∂l/∂z elementwise; at kinks the convention of the table above.  Shapes as :meth:`value`;
         an overflow (the squared losses at |y − z| ≳ 1e308) is an error."""
         xp, z, y = self._args(z, y, "derivative")
+        return self._derivative(z, y, xp)
+
+    def _derivative(self, z, y, xp):
+        """:meth:`derivative` on validated arrays z, y of one namespace and dtype (the solvers' inner loops)."""
         if self.name == "hinge":
             return xp.where(y * z < 1, -y, xp.zeros_like(z))
         if self.name == "squared_hinge":

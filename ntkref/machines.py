@@ -504,7 +504,7 @@ def _primal_from_g(alpha, g, y, loss, lam_sum, xp):
     """(λ/2)αᵀg + Σ l(g, y) with g = Kα (sum convention)."""
     reg = 0.5 * lam_sum * float(xp.sum(alpha * g))
     try:
-        values = loss.value(g, y)
+        values = loss._value(g, y, xp)  # g, y validated by the caller
     except _losses.LossOverflowError:
         return math.inf  # the caller's finiteness check names the inputs (K, y, lam, alpha) that overflow
     return reg + float(xp.sum(values))
@@ -855,7 +855,7 @@ def _logistic_newton(K, y, loss, lam_sum, tol, max_iter, xp):
     it = 0
     polished = False
     for it in range(1, max_iter + 1):
-        l1 = loss.derivative(g, y)
+        l1 = loss._derivative(g, y, xp)
         primal = _primal_from_g(alpha, g, y, loss, lam_sum, xp)
         dual = _dual_from_g(-l1 / lam_sum, K @ (-l1 / lam_sum), y, loss, lam_sum, xp)
         done = primal - dual <= tol * max(1.0, primal)
@@ -888,7 +888,7 @@ def _logistic_newton(K, y, loss, lam_sum, tol, max_iter, xp):
         else:
             return alpha, g, it, False
         alpha, g = a_t, g_t
-    l1 = loss.derivative(g, y)
+    l1 = loss._derivative(g, y, xp)
     primal = _primal_from_g(alpha, g, y, loss, lam_sum, xp)
     dual = _dual_from_g(-l1 / lam_sum, K @ (-l1 / lam_sum), y, loss, lam_sum, xp)
     return alpha, g, max_iter, primal - dual <= tol * max(1.0, primal)
@@ -967,7 +967,7 @@ def _kkt_residual(alpha, g, y, K, loss, lam_sum, xp):
         v = alpha - tau * G
         prox = xp.minimum(xp.maximum(_soft(v, tau * eps, xp) if eps else v, lo), hi)
         return float(xp.max(xp.abs(alpha - prox)))
-    return float(xp.max(xp.abs(alpha + loss.derivative(g, y) / lam_sum)))
+    return float(xp.max(xp.abs(alpha + loss._derivative(g, y, xp) / lam_sum)))
 
 
 # --------------------------------------------------------------------------- public API
@@ -1087,7 +1087,7 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
     else:  # logistic
         max_iter = 200 if max_iter is None else max_iter
         alpha, g, its, conv = _logistic_newton(K, y, loss, lam_sum, tol, max_iter, xp)
-        a_dual = -loss.derivative(g, y) / lam_sum
+        a_dual = -loss._derivative(g, y, xp) / lam_sum
         g_dual = K @ a_dual
         if conv:
             # return the representer form α = −l′(g)/λ (stationarity): same β up to the solver's
