@@ -1020,6 +1020,12 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
     Accuracy: the duality gap bounds the error (module docstring); active-set solutions are
     exact to rounding (relative gap ~1e-15 in float64, ~1e-6 in float32 at n ~ 100).
 
+    A Dask K: every loss, by ``ntkref._dask_machines``: the QP losses exactly by active-set solves on
+    working sets of gathered columns (the client holds n·|W|), logistic by Newton-CG with block
+    mat-vecs, the squared loss by :func:`ntkref.krr.solve_cg`; the same duality-gap certificate; K
+    checked (finite, symmetric) in one pass over its blocks and ``check_psd`` by the Lanczos test
+    ("cholesky" is refused: it needs the whole K in one process).
+
     Where it runs: validation (symmetry, the PSD test), the squared loss (one solve), the
     logistic Newton loop and the active-set solver of ``hinge``, ``squared_hinge`` and
     ``epsilon_insensitive`` run in K's namespace on K's device, reading a few stacked scalars
@@ -1033,7 +1039,7 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
         raise InvalidParameterError(
             f"The 'fit_intercept' parameter of {caller} must be True or False. Got {fit_intercept!r} instead."
         )
-    if _dask.is_dask(K):  # kernel ridge regression by conjugate gradients, block mat-vecs only
+    if _dask.is_dask(K):  # every loss, by ntkref._dask_machines (working sets of gathered columns / Newton-CG)
         if fit_intercept:
             raise InvalidParameterError(
                 f"{caller}: fit_intercept=True is not supported on a Dask Gram; use K.compute() when it fits in "
