@@ -641,16 +641,16 @@ def _block_patch_sum(src, lo, size, g, margin, tmp, out):
     return out
 
 
-def _zero_block_pads(a, rows, g):
-    """Zero the entries of a block whose second pixel p̃′ is padding (its rows p̃ are interior): the first and
-    last r grid rows of every p̃′ grid, and the right r columns of each grid row with the left r columns of
-    the next (adjacent in the flat layout, so one strided assignment of 2r values per grid row)."""
+def _fill_block_pads(a, rows, g, value=0.0):
+    """Set the entries of a block whose second pixel p̃′ is padding (its rows p̃ are interior) to ``value``:
+    the first and last r grid rows of every p̃′ grid, and the right r columns of each grid row with the left
+    r columns of the next (adjacent in the flat layout, so one strided assignment of 2r values per grid row)."""
     r, wp = g.r, g.wp
     if r:
         v = a.reshape((rows, g.hp, wp))
-        v[:, :r, :] = 0.0
-        v[:, g.hp - r :, :] = 0.0
-        a[wp - r : wp - r + (rows * g.hp - 1) * wp].reshape((-1, wp))[:, : 2 * r] = 0.0
+        v[:, :r, :] = value
+        v[:, g.hp - r :, :] = value
+        a[wp - r : wp - r + (rows * g.hp - 1) * wp].reshape((-1, wp))[:, : 2 * r] = value
 
 
 def _pair_sums_rows(st, g, work):
@@ -662,11 +662,9 @@ def _pair_sums_rows(st, g, work):
     """
     np = _np()
     rb, full, blk = work
-    margin, n, pt, r = rb.margin, g.n, g.pt, g.r
-    hp, wp = g.hp, g.wp
+    margin, n, pt = rb.margin, g.n, g.pt
     depth = len(st["c"])
     fix = st["fix"]
-    inside_pair = st["inside_pair"]
 
     def view(name):
         return full[name][margin : margin + n]
@@ -736,16 +734,15 @@ def _pair_sums_rows(st, g, work):
                 e[zero_s] = 1.0
                 f[zero_s] = 1.0
             ratio = np.divide(e, f, out=blk["r"][:size])
-            inner = ratio.reshape((rows, hp, wp))[:, r : hp - r, r : wp - r]
-            flagged = float(inner.min()) < _TAU
+            _fill_block_pads(ratio, rows, g, 1.0)  # a benign ratio in the padding: the flags read only the interior
+            flagged = float(ratio.min()) < _TAU
             if layer == 0 and not flagged:
-                flagged = float(inner.max()) > 1 / _TAU
+                flagged = float(ratio.max()) > 1 / _TAU
             loc = None
-            if flagged:  # refined after the layer, in one go; a benign placeholder until then
+            if flagged:  # refined after their blocks, in groups; a benign placeholder until then
                 cond = ratio < _TAU
                 if layer == 0:
                     cond |= ratio > 1 / _TAU
-                cond &= inside_pair[lo:hi]
                 loc = np.nonzero(cond)[0]
                 pending.append((loc + lo, k[loc], None if th is None else th[loc]))
                 ratio[loc] = 1.0
@@ -759,8 +756,8 @@ def _pair_sums_rows(st, g, work):
                 pmt[zero_s] = 0.0
                 e[zero_s] = 0.0
             if last:
-                _zero_block_pads(pmt, rows, g)
-                _zero_block_pads(root, rows, g)
+                _fill_block_pads(pmt, rows, g)
+                _fill_block_pads(root, rows, g)
                 if loc is not None:  # their terms are added after the layer
                     pmt[loc] = 0.0
                     root[loc] = 0.0
@@ -775,8 +772,8 @@ def _pair_sums_rows(st, g, work):
                 tp[...] = 0.0
             else:
                 np.multiply(th, pmt, out=tp)
-            _zero_block_pads(kp, rows, g)
-            _zero_block_pads(tp, rows, g)
+            _fill_block_pads(kp, rows, g)
+            _fill_block_pads(tp, rows, g)
         flush()
         st["e_prev"], st["pmt_prev"] = e_all, pm_all
     dtype = blk["k"].dtype
@@ -1027,8 +1024,8 @@ def _plan(n1, n2, symmetric, c, g, depth, readout, itemsize, fast, max_memory, n
     n_pairs = n1 * (n1 + 1) // 2 if symmetric else n1 * n2  # a symmetric Gram: the pairs i ≤ j
     per_pair = itemsize * (_BUFFERS * g.n + 2 * (c + depth) * g.pt) + g.n  # + the refinement's flags
     rows = fast and readout == "gap" and g.n >= _ROWS_MIN_ENTRIES
-    if rows:  # one pair at a time, in blocks of pixel rows (+ the pair's interior flags, shared)
-        per_pair = _row_work_bytes(g, itemsize, _BLOCK_ENTRIES) + itemsize * 2 * (c + depth) * g.pt + 2 * g.n
+    if rows:  # one pair at a time, in blocks of pixel rows
+        per_pair = _row_work_bytes(g, itemsize, _BLOCK_ENTRIES) + itemsize * 2 * (c + depth) * g.pt
         # the flagged entries waiting for their refinement (≤ _REFINE_CHUNK + a block: index, k, Θ and five
         # results each) and one refinement group's gathers (patches of C·q² values and their indices)
         pending = _REFINE_CHUNK + _RowBlocks(g, _BLOCK_ENTRIES).longest
@@ -1078,9 +1075,7 @@ def _gram(x1, x2, symmetric, ws, bs, depth, q, g, readout, fix, batches, per_bat
     n_inner = (h * w) ** 2 if readout == "gap" else h * w
     w2, b2 = ws[depth] ** 2, bs[depth] ** 2
     per_entry = w2 / (2 * _PI * n_inner)
-    shared = {}
-    if rows:  # the pair's interior flags, for the refinement
-        shared = {"inside": inside_img, "inside_pair": _pair_inside(g, xp, device)}
+    shared = {"inside": inside_img} if rows else {}  # the image's interior flags, for the refinement
 
     def run(batch, work):
         i, j0, j1 = batch
