@@ -1014,6 +1014,24 @@ def cntk(
     return out
 
 
+class _Batches:
+    """The batches (i, j0, j1) of a Gram, in row order, generated on iteration; ``len`` without listing them."""
+
+    def __init__(self, n1, n2, symmetric, per_batch):
+        self.n1, self.n2, self.symmetric, self.per_batch = n1, n2, symmetric, per_batch
+
+    def __iter__(self):
+        for i in range(self.n1):
+            for j0 in range(i if self.symmetric else 0, self.n2, self.per_batch):
+                yield i, j0, min(self.n2, j0 + self.per_batch)
+
+    def __len__(self):
+        per, n2 = self.per_batch, self.n2
+        if not self.symmetric:
+            return self.n1 * (-(-n2 // per))
+        return sum(-(-(n2 - i) // per) for i in range(self.n1))
+
+
 def _plan(n1, n2, symmetric, c, g, depth, readout, itemsize, fast, max_memory, n_jobs, xp):
     """The work plan of a Gram: (row-block path?, pairs per batch, batches, worker threads, estimated bytes).
 
@@ -1036,12 +1054,9 @@ def _plan(n1, n2, symmetric, c, g, depth, readout, itemsize, fast, max_memory, n
         per_batch = max(1, min(max_memory // per_pair, max(1, (1 << 21) // g.n)))
     else:
         per_batch = max(1, max_memory // per_pair)
-    # batches: runs of ≤ per_batch pairs (i, j0..j1) along a row (j ≥ i for a symmetric Gram)
-    batches = [
-        (i, j0, min(n2, j0 + per_batch))
-        for i in range(n1)
-        for j0 in range(i if symmetric else 0, n2, per_batch)
-    ]
+    # batches: runs of ≤ per_batch pairs (i, j0..j1) along a row (j ≥ i for a symmetric Gram), generated as
+    # they are taken (a list, or one future per batch, would cost ~1.7 kB a pair: 3.4 GB for 2 000 images)
+    batches = _Batches(n1, n2, symmetric, per_batch)
     workers = _n_workers(n_jobs, xp, len(batches), _CALLER)
     outputs = 2 * n1 * n2 * itemsize * (1 if fast else 3) + (0 if fast else 8 * n1 * n2 + 32 * n_pairs)
     maps = itemsize * (c + depth) * g.pt * (n1 + (0 if symmetric else n2))
@@ -1131,24 +1146,31 @@ def _gram(x1, x2, symmetric, ws, bs, depth, q, g, readout, fix, batches, per_bat
                 for batch in batches:
                     store(batch, run(batch, work))
             else:
-                import queue
+                # each worker takes the next batch from one shared iterator (a bounded number in flight)
+                import threading
                 from concurrent.futures import ThreadPoolExecutor
 
-                spare = queue.Queue()
-                for _ in range(workers):
-                    spare.put(new_work())
+                taken = iter(batches)
+                lock = threading.Lock()
+                failed = threading.Event()
 
-                def task(batch):
-                    work = spare.get()
-                    try:
-                        with np.errstate(all="ignore"):  # thread-local
-                            store(batch, run(batch, work))
-                    finally:
-                        spare.put(work)
+                def worker():
+                    work = new_work()
+                    with np.errstate(all="ignore"):  # thread-local
+                        while not failed.is_set():
+                            with lock:
+                                batch = next(taken, None)
+                            if batch is None:
+                                return
+                            try:
+                                store(batch, run(batch, work))
+                            except BaseException:
+                                failed.set()
+                                raise
 
                 with ThreadPoolExecutor(max_workers=workers) as pool:
-                    for _ in pool.map(task, batches):
-                        pass
+                    for future in [pool.submit(worker) for _ in range(workers)]:
+                        future.result()
         return nngp, ntk
     # other namespaces: one batch at a time, assembled by a gather (no item assignment needed)
     parts = [run(batch, None) for batch in batches]
