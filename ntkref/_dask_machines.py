@@ -491,10 +491,14 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
         alpha, g, its, conv, l1, Kl1, products = _newton_cg(lambda v: _dask.symmetric_matvec(K, v), y, loss,
                                                             lam_sum, tol, max_iter, min(2 * n, 1000))
         a_dual, g_dual = -l1 / lam_sum, -Kl1 / lam_sum
-        if conv:  # the representer form α = −l′(g)/λ, as machines.solve returns it
-            alpha, g = a_dual, g_dual
         primal = _m._primal_from_g(alpha, g, y, loss, lam_sum, xp)
         dual = _m._dual_from_g(a_dual, g_dual, y, loss, lam_sum, xp)
+        if conv:  # the representer form α = −l′(g)/λ, as machines.solve returns it, if it is certified too
+            # (Newton-CG in the K inner product controls λα + l′ only in the K-norm: on a singular K the
+            # representer form can be far from the certified iterate; then the iterate is returned)
+            primal_rep = _m._primal_from_g(a_dual, g_dual, y, loss, lam_sum, xp)
+            if primal_rep - dual <= tol * max(1.0, primal_rep):
+                alpha, g, primal = a_dual, g_dual, primal_rep
         kkt = float(np.max(np.abs(alpha + loss.derivative(g, y) / lam_sum)))
         extra = dict(n_matvec=products)
     _finite_or_error(kmax, K.dtype, y, lam, primal, dual, kkt, alpha)

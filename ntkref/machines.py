@@ -1095,12 +1095,14 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
         alpha, g, its, conv = _logistic_newton(K, y, loss, lam_sum, tol, max_iter, xp)
         a_dual = -loss._derivative(g, y, xp) / lam_sum
         g_dual = K @ a_dual
-        if conv:
-            # return the representer form α = −l′(g)/λ (stationarity): same β up to the solver's
-            # tolerance, and free of null(K) components when K is singular
-            alpha, g = a_dual, g_dual
         primal = _primal_from_g(alpha, g, y, loss, lam_sum, xp)
         dual = _dual_from_g(a_dual, g_dual, y, loss, lam_sum, xp)
+        if conv:
+            # return the representer form α = −l′(g)/λ (stationarity), free of null(K) components when K is
+            # singular, if it is certified too (its primal with the same dual); else the certified iterate
+            primal_rep = _primal_from_g(a_dual, g_dual, y, loss, lam_sum, xp)
+            if primal_rep - dual <= tol * max(1.0, primal_rep):
+                alpha, g, primal = a_dual, g_dual, primal_rep
         kkt = _kkt_residual(alpha, g, y, K, loss, lam_sum, xp)
         norm2 = float(xp.sum(alpha * g))
     _check_finite_solution(caller, K, y, lam, xp, primal, dual, kkt, alpha)
@@ -1301,11 +1303,13 @@ def dual_objective(alpha, K, y, loss, lam, *, reduction="sum"):
 
 
 def duality_gap(alpha, K, y, loss, lam, *, reduction="sum"):
-    r"""P(α) − D(α̃) ≥ P(α) − P*, with α̃ = α if dual-feasible, else −l′(Kα)/λ (smooth losses)."""
+    r"""P(α) − D(α̃) ≥ P(α) − P*: α̃ = α for the nonsmooth losses; for the smooth ones the better (larger) of
+    D(α) and D(−l′(Kα)/λ), both lower bounds on P* by weak duality (α itself can be dual-feasible yet a poor
+    dual point, e.g. an optimal α with a null(K) component)."""
     P = objective(alpha, K, y, loss, lam, reduction=reduction)
     D = dual_objective(alpha, K, y, loss, lam, reduction=reduction)
     loss_obj = _get_loss(loss, "machines.duality_gap")
-    if D == -math.inf and loss_obj.smoothness is not None:
+    if loss_obj.smoothness is not None:
         K = K.K if isinstance(K, CheckedGram) else K
         xp = namespace(K)
         Kx = check_array(K, "K", xp=xp)
@@ -1314,5 +1318,5 @@ def duality_gap(alpha, K, y, loss, lam, *, reduction="sum"):
         a = check_array(alpha, "alpha", xp=xp, like=Kx)
         yy = xp.astype(check_array(y, "y", xp=xp, like=Kx), Kx.dtype)
         ad = -loss_obj.derivative(Kx @ a, yy) / lam_sum
-        D = dual_objective(ad, K, y, loss, lam, reduction=reduction)
+        D = max(D, dual_objective(ad, K, y, loss, lam, reduction=reduction))
     return P - D

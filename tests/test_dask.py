@@ -391,6 +391,25 @@ def test_logistic_on_dask_equals_numpy_newton(client, lam, reduction):
     assert m.n_matvec > 0 and m.columns_gathered == 0
 
 
+@pytest.mark.parametrize("lam", [1e-4, 1e-2])
+def test_logistic_on_a_singular_dask_gram_returns_a_certified_alpha(client, lam):
+    """A rank-5 linear kernel (n = 200): Newton-CG in the K inner product controls λα + l′(Kα) only in the K-norm,
+    so the representer form −l′(g)/λ can be far from optimal although the iterate is certified.  Whatever α is
+    returned with converged=True must be optimal to tol: its objective, recomputed on the dense K, is within
+    tol·max(1, P) of the dense Newton optimum P*, and machines.duality_gap (recomputed densely) is within tol."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((200, 5))
+    K = X @ X.T
+    y = np.sign(X[:, 0] + rng.standard_normal(200))
+    ref = machines.solve(K, y, "logistic", lam)
+    m = _dask.solve(da.from_array(K, chunks=100).persist(), y, "logistic", lam, check_psd=False)
+    alpha = m.alpha_.compute()
+    tol = 1e-10 * max(1.0, ref.primal_objective)
+    assert m.converged and m.duality_gap <= tol
+    assert machines.objective(alpha, K, y, "logistic", lam) - ref.primal_objective <= tol + 1e-13 * ref.primal_objective
+    assert machines.duality_gap(alpha, K, y, "logistic", lam) <= tol + 1e-13 * ref.primal_objective
+
+
 def test_dask_lanczos_psd_test(client, problem):
     """check_psd on a Dask Gram: a PSD K (full rank, or of rank 5 with rounding around its zero eigenvalues) is
     accepted; a K with one negative eigenvalue is refused with a vector u, uᵀKu < 0; 'cholesky' is refused."""
