@@ -85,6 +85,11 @@ def check_array(x, name, *, caller=None, ndim=None, xp=None, dtype=None, finite=
     array on ``device``, or on the device of ``like`` (the function's other
     input), else on ``NTKREF_DEVICE``'s device if ``xp`` is the default namespace.
     """
+    if getattr(x, "_ntkref_checked_gram", False):  # machines.CheckedGram where only an array is taken
+        raise InvalidParameterError(
+            f"The {name!r} parameter{' of ' + caller if caller else ''} is a machines.CheckedGram, which only the "
+            "machines and kkt functions take; pass its array, G.K."
+        )
     if xp is None:
         xp = namespace(x)
     if x is None:

@@ -96,7 +96,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import array_api_compat
 
@@ -310,7 +310,10 @@ def _cholesky_ok(K, shift, xp):
 _PSD_STRENGTH = {None: 0, "lanczos": 1, "cholesky": 2}
 
 
-@dataclass(frozen=True, repr=False)
+_CHECKED = object()  # the private token of checked_gram: a CheckedGram exists only as its result
+
+
+@dataclass(frozen=True, repr=False, eq=False)
 class CheckedGram:
     """A Gram matrix validated once, for many fits (a λ sweep): made by :func:`checked_gram`.
 
@@ -330,6 +333,12 @@ class CheckedGram:
 
     K: object
     psd_test: object
+    _token: object = field(default=None, repr=False)
+    _ntkref_checked_gram = True  # (class attribute) lets array validation name it
+
+    def __post_init__(self):
+        if self._token is not _CHECKED:
+            raise TypeError("A CheckedGram is made by machines.checked_gram(K), which runs the checks it vouches for.")
 
     @property
     def shape(self):
@@ -371,7 +380,7 @@ def checked_gram(K, *, check_psd=True):
     if isinstance(K, CheckedGram):
         method = _psd_method(check_psd, K.shape[0], caller)
         _upgrade_psd(K, method, caller, "K")
-        return K if _PSD_STRENGTH[method] <= _PSD_STRENGTH[K.psd_test] else CheckedGram(K.K, method)
+        return K if _PSD_STRENGTH[method] <= _PSD_STRENGTH[K.psd_test] else CheckedGram(K.K, method, _CHECKED)
     if _dask.is_dask(K):
         raise InvalidParameterError(
             f"The 'K' parameter of {caller} is a Dask array: the Dask solvers do not take a checked Gram "
@@ -385,7 +394,7 @@ def checked_gram(K, *, check_psd=True):
     xp = namespace(K)
     if K is K_in or not is_numpy_namespace(xp) or getattr(K, "base", None) is not None:
         K = xp.asarray(K, copy=True)  # ntkref's own copy
-    return CheckedGram(_compat.read_only(K, xp), method)
+    return CheckedGram(_compat.read_only(K, xp), method, _CHECKED)
 
 
 def _upgrade_psd(G, method, caller, name):
@@ -619,8 +628,8 @@ def _face_direction(Qff, r, xp, qmax=None):
     component in its null space, that component (a direction of linear descent).
 
     Returns (d, is_newton): is_newton says the full step d reaches the face minimiser.
-    One host read when the LU solve is accepted (its residual, scale and rᵀd together).  ``qmax``: a bound
-    on max|Q_FF| known to the caller (max|Q| of the whole QP), saving a reduction per call.
+    One host read when the LU solve is accepted (its residual, scale and rᵀd together).  ``qmax``: max|Q_FF|
+    when the caller knows it cheaply (for a PSD Q the largest diagonal entry of Q_FF: O(|F|), not O(|F|²)).
     """
     m = Qff.shape[0]
     try:  # exact solve first (LU, backward stable)
@@ -678,7 +687,8 @@ def _active_set_qp(Q, b, lo, hi, eps, a, max_iter, xp):
         free = (a != lo) & (a != hi)
         s = zero
     Qa = Q @ a
-    L, bmax, qmax = _read(xp, xp.max(xp.sum(xp.abs(Q), axis=1)), xp.max(xp.abs(b)), xp.max(xp.abs(Q)))
+    L, bmax = _read(xp, xp.max(xp.sum(xp.abs(Q), axis=1)), xp.max(xp.abs(b)))
+    qdiag = xp.linalg.diagonal(Q)  # for PSD Q, max|Q_FF| = max over F of Q_ii (|Q_ij| ≤ √(Q_ii Q_jj))
     steps = xp.asarray([0.5**j for j in range(_LINE_STEPS)], dtype=Q.dtype, device=dev)
     big = xp.asarray(math.inf, dtype=Q.dtype, device=dev)
     singular_seen = False
@@ -689,7 +699,8 @@ def _active_set_qp(Q, b, lo, hi, eps, a, max_iter, xp):
         at_min = idx.shape[0] == 0
         if not at_min:
             G = Qa - b + eps * s if eps else Qa - b  # gradient of q on the current pieces
-            d_f, is_newton = _face_direction(_compat.submatrix(Q, idx, xp), -xp.take(G, idx), xp, qmax)
+            d_f, is_newton = _face_direction(_compat.submatrix(Q, idx, xp), -xp.take(G, idx), xp,
+                                             xp.max(xp.take(qdiag, idx)))
             singular_seen = singular_seen or not is_newton
             d = _scatter_idx(idx, d_f, m, xp)
             target = a + d

@@ -1012,3 +1012,25 @@ def test_exact_symmetry_fast_path_never_answers_true_wrongly(n):
     assert np.array_equal(big, big.T) and np.all(np.isfinite(big))
     assert not _compat.exactly_symmetric_and_finite(big, anp)  # row sums overflow: "not shown"
     assert machines._check_gram(big, "test", psd=False) is not None  # the full check accepts it (finite)
+
+
+def test_checked_gram_cannot_be_forged_and_is_named_where_not_taken(xp, asxp):
+    """A CheckedGram exists only as checked_gram's result (a hand-made one would skip the checks it vouches
+    for); it compares by identity and hashes; functions that take only arrays name it instead of failing on it."""
+    from ntkref import dynamics
+
+    with pytest.raises(TypeError, match="checked_gram"):
+        machines.CheckedGram(asxp(_spd()), "cholesky")
+    G, H = machines.checked_gram(asxp(_spd())), machines.checked_gram(asxp(_spd()))
+    assert G == G and G != H and len({G, H}) == 2
+    with pytest.raises(InvalidParameterError, match="CheckedGram.*G.K"):
+        dynamics.gradient_flow(G, asxp(np.array([1.0, -1.0, 1.0, -1.0])), "hinge", 0.1, np.array([0.0, 1.0]))
+
+
+def test_overflowing_gram_in_any_memory_order_is_a_named_error(xp, asxp):
+    """‖K‖_F overflows for entries ~1e200: the PSD check names K (no RuntimeWarning first), C or Fortran order."""
+    for K in (np.full((3, 3), 1e200), np.asfortranarray(np.full((3, 3), 1e200))):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with pytest.raises(InvalidParameterError, match="'K' parameter of machines.solve is too large"):
+                machines.solve(asxp(K), asxp(np.ones(3)), "squared", 1.0)
