@@ -108,6 +108,13 @@ def check_array(x, name, *, caller=None, ndim=None, xp=None, dtype=None, finite=
                      f"{getattr(xp, '__name__', xp)}: inputs from different array libraries or devices are not "
                      f"converted implicitly; move them to one first)")
         raise InvalidParameterError(f"The {name!r} parameter could not be converted to an array{mixed}: {exc}") from exc
+    if like is not None and is_array(x) and is_array(like) and device_of(arr) != device_of(like):
+        # e.g. a NumPy array next to arrays on another device: converted, it would sit on the default device
+        raise InvalidParameterError(
+            f"The {name!r} parameter{' of ' + caller if caller else ''} is on device {device_of(arr)!r} "
+            f"({type(x).__module__}.{type(x).__name__}) while the function's other inputs are on "
+            f"{device_of(like)!r}: inputs on different devices are not moved implicitly; move them to one first."
+        )
     if xp.isdtype(arr.dtype, "complex floating"):
         raise InvalidParameterError(f"The {name!r} parameter must be real; got dtype {arr.dtype}.")
     if not xp.isdtype(arr.dtype, ("real floating", "integral", "bool")):

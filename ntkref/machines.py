@@ -1240,12 +1240,12 @@ def _predict(alpha, K_test_train, caller, alpha_name):
             f"The 'K_test_train' parameter of {caller} comes from another array library than {alpha_name}: "
             f"pass it in {alpha_name}'s namespace (no implicit conversions)."
         )
-    alpha = check_array(alpha, alpha_name.split()[0], caller=caller, ndim=1, xp=xp, like=K_test_train)
-    if device_of(alpha) != device_of(K_test_train):
+    if is_array(alpha) and namespace(alpha) is xp and device_of(alpha) != device_of(K_test_train):
         raise InvalidParameterError(
             f"The 'K_test_train' parameter of {caller} is on device {device_of(K_test_train)!r} but {alpha_name} "
             f"is on {device_of(alpha)!r}: move one of them explicitly (no implicit copies between devices)."
         )
+    alpha = check_array(alpha, alpha_name.split()[0], caller=caller, ndim=1, xp=xp, like=K_test_train)
     if K_test_train.shape[1] != alpha.shape[0]:
         raise InvalidParameterError(
             f"The 'K_test_train' parameter of {caller} must have {alpha.shape[0]} columns (one per "

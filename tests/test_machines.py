@@ -1034,3 +1034,20 @@ def test_overflowing_gram_in_any_memory_order_is_a_named_error(xp, asxp):
             warnings.simplefilter("error")
             with pytest.raises(InvalidParameterError, match="'K' parameter of machines.solve is too large"):
                 machines.solve(asxp(K), asxp(np.ones(3)), "squared", 1.0)
+
+
+def test_an_input_on_another_device_is_named_not_moved():
+    """A NumPy (host) array next to device1 arrays is refused naming it, by every function that validates it
+    against the others (it used to be converted to the default device and fail later with a raw ValueError,
+    or be solved on the host silently)."""
+    from ntkref import kkt
+
+    strict, dev = _device1()
+    K, y = _small_gram()
+    Kd, yd = strict.asarray(K, device=dev), strict.asarray(y, device=dev)
+    alpha = machines.fit(K, y, "hinge", 0.5)
+    for call, name in ((lambda: machines.solve(Kd, y, "hinge", 0.5), "y"),
+                       (lambda: machines.objective(alpha, Kd, yd, "hinge", 0.5), "alpha"),
+                       (lambda: kkt.kkt_residual(alpha, Kd, yd, "hinge", 0.5), "alpha")):
+        with pytest.raises(InvalidParameterError, match=f"'{name}' parameter .* on device .*move them"):
+            call()
