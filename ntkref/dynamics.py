@@ -362,6 +362,15 @@ def gradient_flow(
     *not* the limit printed in Thm 3.1 (see :func:`svm_limit_printed`).
     """
     caller = "gradient_flow"
+    from . import _dask
+
+    if _dask.is_dask(K) or _dask.is_dask(K_test):
+        raise InvalidParameterError(
+            f"{caller} on a Dask Gram is not supported: its solvers (an eigendecomposition, event-by-event "
+            "linear complementarity steps, Dormand-Prince) need K in one process. Ways out: "
+            "dynamics.subgradient_descent, which runs on a Dask K (one block mat-vec per step), or K.compute() "
+            "when K fits in memory."
+        )
     loss = _losses.get(loss) if not isinstance(loss, _losses.Loss) else loss
     check_option(method, "method", ("auto", "eigh", "events", "dopri5"), caller=caller)
     if method == "auto":

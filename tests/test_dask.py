@@ -558,3 +558,12 @@ def test_subgradient_descent_on_dask_finite_or_error(client, problem):
     # divergence of a smooth loss beyond its stability limit: an error naming lr, never a NaN trajectory
     with pytest.raises(InvalidParameterError, match="'lr'"):
         dynamics.subgradient_descent(Kd * 1e150, X[:, 0], "squared", 0.0, 1.0, 8, check_psd=False)
+
+
+def test_gradient_flow_on_dask_is_refused_with_the_ways_out():
+    K = np.eye(4) * 2.0
+    y = np.array([1.0, -1.0, 1.0, -1.0])
+    with pytest.raises(InvalidParameterError, match="gradient_flow on a Dask Gram.*subgradient_descent"):
+        dynamics.gradient_flow(da.from_array(K, chunks=2), y, "hinge", 0.1, np.array([0.0, 1.0]))
+    with pytest.raises(InvalidParameterError, match="gradient_flow on a Dask Gram"):
+        dynamics.gradient_flow(K, y, "hinge", 0.1, np.array([0.0, 1.0]), K_test=da.from_array(K[:2], chunks=2))
