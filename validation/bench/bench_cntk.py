@@ -216,8 +216,8 @@ def main():
     result["memory"]["row_block_path"] = bool(plan[0])
     result["memory"]["per_worker_MiB"] = _row_work_bytes(g, 8, _BLOCK_ENTRIES) / 2**20
     result["machine"]["load_average_end"] = os.getloadavg()
-    print(f"CNTK-GAP, depth {DEPTH}, {Q}×{Q}, 32×32×3, float64 (best of {2 * args.repeats} ntkref runs, "
-          f"{args.repeats * args.nt_rounds} neural-tangents runs after compilation)")
+    peer = f", {args.repeats * args.nt_rounds} neural-tangents runs after compilation" if nt is not None else ""
+    print(f"CNTK-GAP, depth {DEPTH}, {Q}×{Q}, 32×32×3, float64 (best of {2 * args.repeats} ntkref runs{peer})")
     for name in ("symmetric", "cross"):
         e = result[name]
         line = f"  {name:<9}: ntkref {e['ntkref_best_s']:.2f} s"
