@@ -1092,8 +1092,13 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
         def qp(K, y, xp):
             lo, hi, eps, shift = _qp_bounds(y, loss, lam_sum, xp)
 
-            def gap_fn(a, g):
-                return (_primal_from_g(a, g, y, loss, lam_sum, xp), _dual_from_g(a, g, y, loss, lam_sum, xp))
+            last = {}
+
+            def gap_fn(a, g):  # the last evaluation is kept (with its arrays): the solver's final one is the result's
+                if last.get("a") is not a or last.get("g") is not g:
+                    last.update(a=a, g=g, pd=(_primal_from_g(a, g, y, loss, lam_sum, xp),
+                                              _dual_from_g(a, g, y, loss, lam_sum, xp)))
+                return last["pd"]
 
             alpha, g, its, conv = _chunked_qp(K, y, lo, hi, eps, shift, gap_fn, tol, max_iter, xp)
             primal, dual = gap_fn(alpha, g)
