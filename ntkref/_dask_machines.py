@@ -193,41 +193,8 @@ def psd_test(K, fro, caller=_CALLER):
     if fro == 0:  # K = 0 is PSD
         return
     delta = n * _eps(K) * fro
-    rho = _lanczos_min(lambda v: _dask.symmetric_matvec(K, v), n, min(n, _m._LANCZOS_STEPS), delta)
-    if rho < -delta:
-        raise InvalidParameterError(
-            f"The 'K' parameter of {caller} must be positive semidefinite: Lanczos found a vector u with "
-            f"u^T K u / u^T u = {rho:.3g} < -n*eps*||K||_F = {-delta:.3g}, so K has a negative eigenvalue. "
-            "A kernel machine's objective is not convex for an indefinite K."
-        )
-
-
-def _lanczos_min(matvec, n, k, delta):
-    """``machines._lanczos_min`` with an operator: the Rayleigh quotient of the smallest Ritz vector after ≤ k
-    Lanczos steps (full reorthogonalisation, fixed start of seed 0), the vectors float64 on the client."""
-    np = _np()
-    v = np.random.default_rng(0).standard_normal(n)
-    V = [v / np.linalg.norm(v)]
-    diag, off = [], []
-    s = None
-    for j in range(k):
-        Vm = np.stack(V)
-        w = matvec(V[-1])
-        c = Vm @ w
-        w = w - c @ Vm
-        c2 = Vm @ w
-        w = w - c2 @ Vm
-        diag.append(float(c[j] + c2[j]))
-        b_j = float(np.linalg.norm(w))
-        T = np.diag(diag) + np.diag(off, 1) + np.diag(off, -1)
-        evals, evecs = np.linalg.eigh(T)
-        s = evecs[:, 0]
-        if evals[0] < -delta or j == k - 1 or not b_j > 1e-12 * max(abs(x) for x in diag) or not np.max(np.abs(w)) > 0:
-            break
-        off.append(b_j)
-        V.append(w / b_j)
-    u = s @ np.stack(V)
-    return float(u @ matvec(u)) / float(u @ u)
+    _m._lanczos_test(lambda v: _dask.symmetric_matvec(K, v), _np().zeros(n), min(n, _m._LANCZOS_STEPS), delta,
+                     _xp(), "K", caller)
 
 
 def _host_vector(v, name, n, caller):

@@ -245,7 +245,14 @@ def _check_psd(K, caller, name="K", method="cholesky"):
                 "objective is not convex for an indefinite K."
             )
         return
-    rho = _lanczos_min(K, min(n, _LANCZOS_STEPS), delta, xp)
+    _lanczos_test(lambda v: K @ v, K, min(n, _LANCZOS_STEPS), delta, xp, name, caller)
+
+
+def _lanczos_test(matvec, like, k, delta, xp, name, caller):
+    """Refuse K (an error naming ``name``) if k Lanczos steps of ``matvec`` find uᵀKu/uᵀu < −δ (see
+    :func:`_check_psd`); ``like`` gives the vectors' namespace, dtype and device (K itself for a dense K, a host
+    float64 array for the Dask operator)."""
+    rho = _lanczos_min(matvec, like, k, delta, xp)
     if rho < -delta:
         raise InvalidParameterError(
             f"The {name!r} parameter of {caller} must be positive semidefinite: Lanczos found a vector u with "
@@ -254,24 +261,25 @@ def _check_psd(K, caller, name="K", method="cholesky"):
         )
 
 
-def _lanczos_min(K, k, delta, xp):
-    """Rayleigh quotient uᵀKu/uᵀu of the smallest Ritz vector u after ≤ k Lanczos steps (see :func:`_check_psd`).
+def _lanczos_min(matvec, like, k, delta, xp):
+    """Rayleigh quotient uᵀKu/uᵀu of the smallest Ritz vector u after ≤ k Lanczos steps of the symmetric operator
+    ``matvec`` (see :func:`_check_psd`); vectors of ``like``'s length, dtype and device, in namespace ``xp``.
 
-    The Krylov basis and the mat-vecs stay on K's device; the host holds the k×k tridiagonal matrix
+    The Krylov basis and the mat-vecs stay on that device; the host holds the k×k tridiagonal matrix
     (O(k²)) and reads two scalars a step.  Stops early once a Ritz value is below −δ or the Krylov space
     is invariant.
     """
     import numpy as np
 
-    n = K.shape[0]
-    dev = device_of(K)
+    n = like.shape[0]
+    dev = device_of(like)
     v = np.random.default_rng(0).standard_normal(n)
-    v = xp.asarray(v / np.linalg.norm(v), dtype=K.dtype, device=dev)
+    v = xp.asarray(v / np.linalg.norm(v), dtype=like.dtype, device=dev)
     V = xp.reshape(v, (1, n))
     diag, off = [], []
     theta, s = None, None
     for j in range(k):
-        w = K @ v
+        w = matvec(v)
         c = V @ w  # full reorthogonalisation, twice (classical Gram–Schmidt is stable when repeated)
         w = w - c @ V
         c2 = V @ w
@@ -286,8 +294,8 @@ def _lanczos_min(K, k, delta, xp):
         off.append(b_j)
         v = w / b_j
         V = xp.concat([V, xp.reshape(v, (1, n))], axis=0)
-    u = xp.asarray(s, dtype=K.dtype, device=dev) @ V
-    num, den = _read(xp, u @ (K @ u), u @ u)
+    u = xp.asarray(s, dtype=like.dtype, device=dev) @ V
+    num, den = _read(xp, u @ matvec(u), u @ u)
     return num / den
 
 
