@@ -5,14 +5,14 @@ through its blocks — one graph per operation, computed on the active scheduler
 one is active) — and the vectors (n floats, float64) live on the client:
 
 - **Validation** (:func:`check_gram`): one graph over the blocks on and above the diagonal (block (i, j) with its
-  mirror (j, i)) gives finiteness, max|K|, max|K − Kᵀ| and ‖K‖_F, the same tests as ``machines._check_gram``
+  mirror (j, i)) gives finiteness, max|K|, max|K − Kᵀ| and ‖K‖_F, the same tests as ``ntkref._gram._check_gram``
   (symmetric to √eps·max|K|; a K within that is symmetrised lazily, (K + Kᵀ)/2).  ``check_psd``: True, "auto" or
-  "lanczos" run the one-sided Lanczos test of ``machines._check_psd`` (40 products :func:`ntkref._dask.symmetric_matvec`;
+  "lanczos" run the one-sided Lanczos test of ``ntkref._gram._check_psd`` (40 products :func:`ntkref._dask.symmetric_matvec`;
   a refusal is a proof of a negative eigenvalue below −n·eps·‖K‖_F, acceptance the probabilistic bound stated
   there); "cholesky" is refused (it needs the whole K in one process); False skips it.
 - **squared**: kernel ridge regression by conjugate gradients (:func:`ntkref.krr.solve_cg`).
 - **hinge, squared_hinge, epsilon_insensitive** (:func:`_working_set_qp`): the dual box QP of ``machines`` solved
-  by the same chunking as ``machines._chunked_qp`` — the exact active-set method ``machines._active_set_qp`` on
+  by the same chunking as ``ntkref._boxqp._chunked_qp`` — the exact active-set method ``ntkref._boxqp._active_set_qp`` on
   Q_WW = K_WW (+ (λ/2)I for the squared hinge) of a working set W, coordinates outside W held at 0, W grown by the
   worst violators of the optimality of αᵢ = 0 and shrunk to the support — with the columns K[:, W] gathered from
   the cluster (:func:`ntkref._dask.columns`, only the columns not held already).  α is supported on W, so
@@ -54,7 +54,7 @@ from dataclasses import dataclass
 
 import array_api_compat
 
-from . import _dask
+from . import _boxqp, _dask, _gram
 from . import machines as _m
 from ._backend import is_array, to_numpy
 from ._validation import InvalidParameterError, check_array, check_int, check_option, check_real
@@ -127,7 +127,7 @@ def _check_psd_option(check_psd, caller):
     "cholesky" is refused (it needs the whole K in one process)."""
     if check_psd is False or check_psd is None:
         return False
-    check_option(check_psd, "check_psd", (True, False) + _m.PSD_METHODS, caller=caller)
+    check_option(check_psd, "check_psd", (True, False) + _gram.PSD_METHODS, caller=caller)
     if check_psd == "cholesky":
         raise InvalidParameterError(
             f"The 'check_psd' parameter of {caller}: 'cholesky' needs the whole K in one process (O(n^3)); on a "
@@ -137,7 +137,7 @@ def _check_psd_option(check_psd, caller):
 
 
 def check_gram(K, caller=_CALLER, sym_tol=None):
-    """``machines._check_gram`` for a square Dask K, without the PSD test: returns (K, max|K|, ‖K‖_F).
+    """``ntkref._gram._check_gram`` for a square Dask K, without the PSD test: returns (K, max|K|, ‖K‖_F).
 
     One graph over the blocks on and above the diagonal (each with its mirror); K symmetric within
     ``sym_tol``·max|K| (default √eps, as ``machines``; ``dynamics`` uses 100·eps) is replaced by the lazy (K + Kᵀ)/2.
@@ -178,11 +178,11 @@ def _eps(K):
 
 
 def psd_test(K, fro, caller=_CALLER):
-    """``machines._check_psd(method="lanczos")`` on a Dask K: 40 products :func:`ntkref._dask.symmetric_matvec`.
+    """``ntkref._gram._check_psd(method="lanczos")`` on a Dask K: 40 products :func:`ntkref._dask.symmetric_matvec`.
 
     Refuses K (an error naming it) only with a proof: a vector u with uᵀKu/uᵀu < −δ, δ = n·eps·‖K‖_F (eps of K's
     dtype; the products accumulate in float64, so |fl(uᵀKu) − uᵀKu| ≤ δ‖u‖²).  Acceptance is the probabilistic
-    statement of ``machines._check_psd``.
+    statement of ``ntkref._gram._check_psd``.
     """
     n = K.shape[0]
     if not math.isfinite(fro):
@@ -193,7 +193,7 @@ def psd_test(K, fro, caller=_CALLER):
     if fro == 0:  # K = 0 is PSD
         return
     delta = n * _eps(K) * fro
-    _m._lanczos_test(lambda v: _dask.symmetric_matvec(K, v), _np().zeros(n), min(n, _m._LANCZOS_STEPS), delta,
+    _gram._lanczos_test(lambda v: _dask.symmetric_matvec(K, v), _np().zeros(n), min(n, _gram._LANCZOS_STEPS), delta,
                      _xp(), "K", caller)
 
 
@@ -252,7 +252,7 @@ class _Columns:
 
 
 def _working_set_qp(cols, y, lo, hi, eps, shift, gap_fn, tol, max_iter, diag_max, chunk):
-    """``machines._chunked_qp`` with K[:, W] gathered by ``cols`` (module docstring); the same decisions.
+    """``ntkref._boxqp._chunked_qp`` with K[:, W] gathered by ``cols`` (module docstring); the same decisions.
 
     Returns (alpha, g, inner iterations, converged).
     """
@@ -272,7 +272,7 @@ def _working_set_qp(cols, y, lo, hi, eps, shift, gap_fn, tol, max_iter, diag_max
         Qw = C[idx, :]
         if shift:
             Qw = Qw + shift * np.eye(m)
-        a, its, _exact = _m._active_set_qp(Qw, y[idx], lo[idx], hi[idx], eps, alpha[idx], max_iter, xp)
+        a, its, _exact = _boxqp._active_set_qp(Qw, y[idx], lo[idx], hi[idx], eps, alpha[idx], max_iter, xp)
         total += its
         alpha = np.zeros(n)
         alpha[idx] = a
@@ -286,7 +286,7 @@ def _working_set_qp(cols, y, lo, hi, eps, shift, gap_fn, tol, max_iter, diag_max
             return alpha, g, total, False
         # optimality of αᵢ = 0 for i outside W: the prox step from 0 must stay at 0
         step = -tau * (g + shift * alpha - y)
-        viol = np.abs(np.minimum(np.maximum(_m._soft(step, tau * eps, xp) if eps else step, lo), hi))
+        viol = np.abs(np.minimum(np.maximum(_boxqp._soft(step, tau * eps, xp) if eps else step, lo), hi))
         out = np.where(inW, 0.0, viol)
         n_viol = int(np.sum(out > 0))
         if n_viol == 0:
@@ -306,7 +306,7 @@ def _qp_kkt(alpha, g, y, loss, lam_sum, diag_max):
     lo, hi, eps, shift = _m._qp_bounds(y, loss, lam_sum, xp)
     tau = 1.0 / max(diag_max + shift, 1e-300)
     v = alpha - tau * (g + shift * alpha - y)
-    prox = np.minimum(np.maximum(_m._soft(v, tau * eps, xp) if eps else v, lo), hi)
+    prox = np.minimum(np.maximum(_boxqp._soft(v, tau * eps, xp) if eps else v, lo), hi)
     return float(np.max(np.abs(alpha - prox)))
 
 

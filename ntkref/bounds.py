@@ -429,7 +429,7 @@ def pl_condition(kernel, lam):
     Validation: ``kernel`` a finite, square, non-empty, symmetric matrix (to √eps relative, as in
     :mod:`ntkref.machines`; it need not be PSD — the test is about λ_min); λ > 0 finite.
     """
-    from .machines import _check_gram
+    from ._gram import _check_gram
 
     caller = "pl_condition"
     K = _check_gram(_renamed(kernel, caller), caller, psd=False, name="kernel")
@@ -472,7 +472,7 @@ def rademacher_bound(kernel, a, empirical_loss, *, delta, c, rho):
     finite mean of a loss with values in [0, c], so in [0, c].  A bound that overflows float64
     raises :class:`InvalidParameterError`.
     """
-    from .machines import _check_gram
+    from ._gram import _check_gram
 
     caller = "rademacher_bound"
     xp = namespace(kernel, a)

@@ -46,7 +46,7 @@ import array_api_compat
 from ._backend import device_of, namespace, to_numpy
 from ._validation import InvalidParameterError, check_array, check_int, check_option, check_real
 from .machines import ConvergenceWarning, KernelMachine
-from .machines import _check_gram
+from ._gram import _check_gram
 from . import losses as _losses
 
 __all__ = ["KRRMachine", "solve_cg", "fit_cg", "PRECONDITIONERS"]

@@ -20,7 +20,7 @@ import scipy.optimize
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ntkref import losses, machines
+from ntkref import _gram, losses, machines
 from ntkref._validation import InvalidParameterError
 from ._device import arrays_in as _arrays_in, device1 as _device1
 
@@ -695,7 +695,7 @@ def test_lanczos_refusal_is_a_proof_and_meets_its_bound(seed, xp, asxp):
     refused = _psd_refused(K, "lanczos", asxp)
     if refused:
         assert lmin < 0
-    if _kw_miss_bound(n, machines._LANCZOS_STEPS, -lmin, delta, lmax) < 1e-6:
+    if _kw_miss_bound(n, _gram._LANCZOS_STEPS, -lmin, delta, lmax) < 1e-6:
         assert refused
 
 
@@ -708,7 +708,7 @@ def test_check_psd_option_is_validated(value, xp, asxp):
 def test_auto_psd_uses_lanczos_above_the_cholesky_size(monkeypatch, xp, asxp):
     """check_psd=True is 'auto': with the Cholesky limit lowered below n, an indefinite K is still
     refused (by the Lanczos test, whose message names it)."""
-    monkeypatch.setattr(machines, "_CHOLESKY_MAX_N", 10)
+    monkeypatch.setattr(_gram, "_CHOLESKY_MAX_N", 10)
     w = np.linspace(1.0, 2.0, 60)
     w[0] = -0.5
     with pytest.raises(InvalidParameterError, match="Lanczos"):
@@ -920,7 +920,8 @@ def test_checked_gram_fits_equal_plain_fits_without_rechecking(name, monkeypatch
         raise AssertionError("a check ran again")
 
     monkeypatch.setattr(machines, "_check_psd", boom)
-    monkeypatch.setattr(machines._compat, "exactly_symmetric_and_finite", boom)
+    monkeypatch.setattr(_gram, "_check_psd", boom)
+    monkeypatch.setattr(_gram._compat, "exactly_symmetric_and_finite", boom)
     checked = machines.solve(G, asxp(y), _loss(name), 0.3)
     np.testing.assert_array_equal(tonp(checked.alpha_), tonp(plain.alpha_))
     assert checked.duality_gap == plain.duality_gap and checked.converged
@@ -938,8 +939,8 @@ def test_checked_gram_runs_only_a_stronger_psd_test(monkeypatch, xp, asxp):
         machines.fit(G, asxp(np.ones(40)), "squared", 1.0)  # default check_psd: the Cholesky certificate
     machines.fit(G, asxp(np.ones(40)), "squared", 1.0, check_psd=False)  # nothing asked, nothing run
     calls = []
-    real = machines._check_psd
-    monkeypatch.setattr(machines, "_check_psd", lambda K, c, name="K", method="cholesky": (calls.append(method),
+    real = _gram._check_psd
+    monkeypatch.setattr(_gram, "_check_psd", lambda K, c, name="K", method="cholesky": (calls.append(method),
                                                                                           real(K, c, name, method)))
     G2 = machines.checked_gram(asxp(_spd()), check_psd="lanczos")
     machines.fit(G2, asxp(np.ones(4)), "hinge", 1.0, check_psd="lanczos")

@@ -100,13 +100,13 @@ NUMPY_SIDE = COMMON + textwrap.dedent(
     out["total_s"] = out["gram_s"] + out["krr_s"] + out["certify_s"]
     np.save(cfg["radii_file"], r)
     if cfg["losses"]:
-        from ntkref import machines
+        from ntkref import _gram, machines
         # (not timed) the dense solvers in float64, as the Dask side computes, on the very Gram the Dask side stored
         # when there is one (a Gram computed in float32 block by block differs from the whole one by float32
         # rounding, which an ill-conditioned K turns into coefficient differences far above the solvers' own)
         K64 = stored_gram(cfg["store"], K).astype(np.float64)
         del K
-        t = time.perf_counter(); machines._check_psd(K64, "bench", method="cholesky"); out["psd_s"] = time.perf_counter() - t
+        t = time.perf_counter(); _gram._check_psd(K64, "bench", method="cholesky"); out["psd_s"] = time.perf_counter() - t
         for loss in cfg["losses"]:
             t = time.perf_counter()
             mm = machines.solve(K64, y, loss, cfg["machines_lam"], reduction="mean")

@@ -1,0 +1,317 @@
+"""Gram matrices for the kernel machines: checks (finite, square, symmetric, positive semidefinite) and
+:class:`CheckedGram`, a Gram checked once for many fits.
+
+Symmetric to max|K − Kᵀ| ≤ √eps·max|K| (then symmetrised); positive semidefinite to λ_min(K) ≥ −δ,
+δ = n·eps·‖K‖_F, by a Cholesky certificate of K + δI or a one-sided Lanczos test (:func:`_check_psd`, with the
+bounds).  :mod:`ntkref.machines` documents the conventions and re-exports ``checked_gram`` and ``CheckedGram``;
+the Dask solvers share the Lanczos test (:func:`_lanczos_test` takes a mat-vec operator).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from . import _compat, _dask
+from ._backend import device_of, is_array, is_numpy_namespace, namespace, to_numpy
+from ._validation import InvalidParameterError, check_array, check_option
+
+__all__ = ["CheckedGram", "checked_gram"]
+
+def _read(xp, *values):
+    """Device scalars (0-d arrays, bools or numbers) as Python floats, in ONE host copy.
+
+    The solvers' decisions (a ratio, a count, a test) are host reads; on a GPU each is a
+    synchronisation, so every iteration stacks what it needs and reads it once.
+    """
+    if is_numpy_namespace(xp):  # already on the host: no copy to batch
+        return [float(v) for v in values]
+    arrays = [v for v in values if is_array(v)]
+    if not arrays:
+        return [float(v) for v in values]
+    ref = arrays[0]
+    dt = xp.float64 if ref.dtype == xp.float64 else xp.float32
+    dev = device_of(ref)
+    parts = [xp.astype(v, dt) if is_array(v) else xp.asarray(float(v), dtype=dt, device=dev) for v in values]
+    return to_numpy(xp.stack([xp.reshape(p, ()) for p in parts])).tolist()
+
+
+
+def _eps(dtype, xp):
+    return float(xp.finfo(dtype).eps)
+
+
+def _check_gram(K, caller, *, psd=True, xp=None, name="K"):
+    """Square, finite, symmetric (then symmetrised) and, if ``psd``, PSD Gram matrix (``name`` in messages).
+
+    ``psd``: False, True (the certified Cholesky test), or a method of :func:`_check_psd`.
+    A :class:`CheckedGram` is not checked again (only a stronger PSD test than the one it passed runs).
+    """
+    if isinstance(K, CheckedGram):
+        _upgrade_psd(K, "cholesky" if psd is True else _psd_method(psd, K.shape[0], caller), caller, name)
+        return K.K
+    K = check_array(K, name, caller=caller, ndim=2, xp=xp, finite=False)
+    xp = namespace(K)
+    n, m = K.shape
+    if n != m:
+        raise InvalidParameterError(f"The {name!r} parameter of {caller} must be a square Gram matrix; got shape {(n, m)}.")
+    if n == 0:
+        raise InvalidParameterError(f"The {name!r} parameter of {caller} must have at least one row.")
+    if _compat.exactly_symmetric_and_finite(K, xp):  # the common case (NumPy), in ~half the time
+        if psd:
+            _check_psd(K, caller, name, method="cholesky" if psd is True else _psd_method(psd, n, caller))
+        return K
+    eps = _eps(K.dtype, xp)
+    # max|K − Kᵀ| over 256×256 tiles of the upper triangle: a whole transposed copy reads
+    # memory with stride n and is ~4× slower at n = 2000.  The tile maxima stay on the device and
+    # are read with max|K| in one host copy (one synchronisation, not two per tile).  Finiteness
+    # comes with them: a NaN or ±inf entry makes max K, −min K or a tile difference NaN or inf.
+    parts = [xp.max(K), -xp.min(K)]
+    for i in range(0, n, _TILE):
+        for j in range(i, n, _TILE):
+            ie, je = min(i + _TILE, n), min(j + _TILE, n)  # in-bounds stops (array API)
+            tile = K[i:ie, j:je] - xp.matrix_transpose(K[j:je, i:ie])
+            parts += [xp.max(tile), -xp.min(tile)]
+    host = to_numpy(xp.stack(parts)).tolist()
+    if not all(math.isfinite(v) for v in host):
+        raise InvalidParameterError(f"The {name!r} parameter of {caller} contains NaN or infinite values.")
+    scale = max(host[0], host[1])
+    asym = max(0.0, *host[2:])
+    if asym > math.sqrt(eps) * scale:
+        raise InvalidParameterError(
+            f"The {name!r} parameter of {caller} must be symmetric: max|K - K^T| = {asym:.3g} exceeds "
+            f"sqrt(eps)*max|K| = {math.sqrt(eps) * scale:.3g}."
+        )
+    if asym > 0:
+        K = (K + xp.matrix_transpose(K)) / 2
+    if psd:
+        _check_psd(K, caller, name, method="cholesky" if psd is True else _psd_method(psd, n, caller))
+    return K
+
+
+_TILE = 256
+PSD_METHODS = ("auto", "cholesky", "lanczos")
+_CHOLESKY_MAX_N = 4096  # "auto": the Cholesky certificate up to this n, the Lanczos test above
+_LANCZOS_STEPS = 40
+
+
+def _psd_method(check_psd, n, caller):
+    """The PSD test ``check_psd`` selects for an n×n K: None (no test), 'cholesky' or 'lanczos'."""
+    if check_psd is False or check_psd is None:
+        return None
+    if check_psd is True:
+        check_psd = "auto"
+    check_option(check_psd, "check_psd", (True, False) + PSD_METHODS, caller=caller)
+    if check_psd == "auto":
+        return "cholesky" if n <= _CHOLESKY_MAX_N else "lanczos"
+    return check_psd
+
+
+def _check_psd(K, caller, name="K", method="cholesky"):
+    r"""Refuse an indefinite K: λ_min(K) below −δ, δ = n·eps·‖K‖_F.
+
+    ``method="cholesky"`` (a certificate, O(n³/3)): K is accepted iff the Cholesky factorization of
+    K + δI succeeds, i.e. K + δI is numerically positive definite.  It accepts every K with
+    λ_min(K) ≥ −δ + O(n·eps·‖K‖) and refuses every K with λ_min(K) < −δ − O(n·eps·‖K‖).
+
+    ``method="lanczos"`` (a one-sided test, ``_LANCZOS_STEPS`` = 40 mat-vecs, O(40·n²)): k Lanczos
+    steps with full reorthogonalisation from a fixed pseudo-random start give the smallest Ritz value
+    θ ≥ λ_min(K) and its Ritz vector u; K is refused iff the Rayleigh quotient uᵀKu/uᵀu, recomputed
+    with one more mat-vec, is below −δ.  A refusal is a proof (|fl(uᵀKu) − uᵀKu| ≤ n·eps·‖K‖_F·‖u‖²
+    = δ‖u‖², so uᵀKu < 0: K is indefinite); a PSD K is never refused.  Acceptance is not a proof: an
+    indefinite K with λ_min(K) = −μ, μ > δ, passes with probability at most
+    1.648·√n·exp(−(2k − 1)·√((μ − δ)/(λ_max(K) + μ))) over a start vector uniform on the sphere
+    (Kuczyński & Woźniakowski 1992, Thm. 4.2(a), applied to λ_max(K)·I − K), e.g. ≤ 1e-6 for n = 20 000
+    when μ ≥ 0.064·(λ_max + μ); in practice the extreme Ritz values converge far faster than this
+    worst case (isolated negative eigenvalues are found in a few steps).  The start is fixed (seed 0),
+    so the bound holds for K chosen independently of it.
+
+    A K whose Frobenius norm overflows (entries near the float maximum) is refused as such, not
+    reported as indefinite.
+    """
+    xp = namespace(K)
+    n = K.shape[0]
+    eps = _eps(K.dtype, xp)
+    fro = _compat.frobenius_norm(K, xp)  # no n×n temporary
+    if not math.isfinite(fro):
+        kmax, = _read(xp, xp.max(xp.abs(K)))  # (an n×n temporary: only for the message)
+        raise InvalidParameterError(
+            f"The {name!r} parameter of {caller} is too large: its Frobenius norm cannot be computed in {K.dtype} "
+            "(the squares of its entries overflow) "
+            f"(max|K| = {kmax:.3g}); rescale it."
+        )
+    if fro == 0:  # K = 0 is PSD
+        return
+    delta = n * eps * fro
+    if method == "cholesky":
+        if not _cholesky_ok(K, delta, xp):
+            raise InvalidParameterError(
+                f"The {name!r} parameter of {caller} must be positive semidefinite: its smallest eigenvalue is below "
+                f"-n*eps*||K||_F = {-delta:.3g} (Cholesky of K + {delta:.3g} I failed). A kernel machine's "
+                "objective is not convex for an indefinite K."
+            )
+        return
+    _lanczos_test(lambda v: K @ v, K, min(n, _LANCZOS_STEPS), delta, xp, name, caller)
+
+
+def _lanczos_test(matvec, like, k, delta, xp, name, caller):
+    """Refuse K (an error naming ``name``) if k Lanczos steps of ``matvec`` find uᵀKu/uᵀu < −δ (see
+    :func:`_check_psd`); ``like`` gives the vectors' namespace, dtype and device (K itself for a dense K, a host
+    float64 array for the Dask operator)."""
+    rho = _lanczos_min(matvec, like, k, delta, xp)
+    if rho < -delta:
+        raise InvalidParameterError(
+            f"The {name!r} parameter of {caller} must be positive semidefinite: Lanczos found a vector u with "
+            f"u^T K u / u^T u = {rho:.3g} < -n*eps*||K||_F = {-delta:.3g}, so K has a negative eigenvalue. A kernel "
+            "machine's objective is not convex for an indefinite K."
+        )
+
+
+def _lanczos_min(matvec, like, k, delta, xp):
+    """Rayleigh quotient uᵀKu/uᵀu of the smallest Ritz vector u after ≤ k Lanczos steps of the symmetric operator
+    ``matvec`` (see :func:`_check_psd`); vectors of ``like``'s length, dtype and device, in namespace ``xp``.
+
+    The Krylov basis and the mat-vecs stay on that device; the host holds the k×k tridiagonal matrix
+    (O(k²)) and reads two scalars a step.  Stops early once a Ritz value is below −δ or the Krylov space
+    is invariant.
+    """
+    import numpy as np
+
+    n = like.shape[0]
+    dev = device_of(like)
+    v = np.random.default_rng(0).standard_normal(n)
+    v = xp.asarray(v / np.linalg.norm(v), dtype=like.dtype, device=dev)
+    V = xp.reshape(v, (1, n))
+    diag, off = [], []
+    theta, s = None, None
+    for j in range(k):
+        w = matvec(v)
+        c = V @ w  # full reorthogonalisation, twice (classical Gram–Schmidt is stable when repeated)
+        w = w - c @ V
+        c2 = V @ w
+        w = w - c2 @ V
+        a_j, b_j, wn = _read(xp, c[j] + c2[j], xp.linalg.vector_norm(w), xp.max(xp.abs(w)))
+        diag.append(a_j)
+        T = np.diag(diag) + np.diag(off, 1) + np.diag(off, -1)
+        evals, evecs = np.linalg.eigh(T)
+        theta, s = evals[0], evecs[:, 0]
+        if theta < -delta or j == k - 1 or not b_j > 1e-12 * max(abs(x) for x in diag) or not wn > 0:
+            break
+        off.append(b_j)
+        v = w / b_j
+        V = xp.concat([V, xp.reshape(v, (1, n))], axis=0)
+    u = xp.asarray(s, dtype=like.dtype, device=dev) @ V
+    num, den = _read(xp, u @ matvec(u), u @ u)
+    return num / den
+
+
+def _eye(n, like, xp):
+    return xp.eye(n, dtype=like.dtype, device=device_of(like))
+
+
+def _cholesky_ok(K, shift, xp):
+    """Whether K + shift·I is numerically positive definite (Cholesky succeeds)."""
+    ok = _compat.cholesky_succeeds(K, shift, xp)
+    if ok is not None:
+        return ok
+    try:
+        L = xp.linalg.cholesky(K + shift * _eye(K.shape[0], K, xp))
+    except Exception:  # numpy/array_api_strict raise LinAlgError, torch its own error
+        return False
+    return bool(xp.all(xp.isfinite(L)))  # cupy returns NaN instead of raising
+
+
+_PSD_STRENGTH = {None: 0, "lanczos": 1, "cholesky": 2}
+
+
+_CHECKED = object()  # the private token of checked_gram: a CheckedGram exists only as its result
+
+
+@dataclass(frozen=True, repr=False, eq=False)
+class CheckedGram:
+    """A Gram matrix validated once, for many fits (a λ sweep): made by :func:`checked_gram`.
+
+    The machines (:func:`~ntkref.machines.solve`, :func:`~ntkref.machines.fit`, :func:`~ntkref.machines.hard_margin_svm`, the
+    objectives, :func:`~ntkref.machines.rkhs_norm`)
+    and :mod:`ntkref.kkt` accept it wherever they take ``K`` and do not check it again; they run a PSD test
+    only when they ask for a stronger one than ``psd_test`` (None < "lanczos" < "cholesky").
+
+    Attributes
+    ----------
+    K : array, shape (n, n)
+        ntkref's own copy of the validated Gram (finite, symmetric: symmetrised if it was within the
+        tolerance), on the input's device; read-only for NumPy.  Do not modify it: the checks would no
+        longer describe it.
+    psd_test : {"cholesky", "lanczos"} or None
+        The PSD test it passed (``check_psd`` of :func:`checked_gram`, "auto" resolved by n).
+    """
+
+    K: object
+    psd_test: object
+    _token: object = field(default=None, repr=False)
+    _ntkref_checked_gram = True  # (class attribute) lets array validation name it
+
+    def __post_init__(self):
+        if self._token is not _CHECKED:
+            raise TypeError("A CheckedGram is made by machines.checked_gram(K), which runs the checks it vouches for.")
+
+    @property
+    def shape(self):
+        return tuple(self.K.shape)
+
+    @property
+    def dtype(self):
+        return self.K.dtype
+
+    def __repr__(self):
+        return f"CheckedGram(shape={self.shape}, dtype={self.dtype}, psd_test={self.psd_test!r})"
+
+
+def checked_gram(K, *, check_psd=True):
+    """Validate a Gram matrix once (finite, square, symmetric, PSD test) for repeated fits.
+
+    The checks of :func:`~ntkref.machines.solve` cost more than an SVM solve on a few thousand points (at n = 1 700:
+    ~3 ms for finiteness and symmetry, 40–80 ms for the Cholesky certificate, against ~5 ms for the
+    solve), so a λ sweep or a comparison of losses on one Gram pays them once::
+
+        G = machines.checked_gram(K)            # the default checks, once
+        fits = [machines.fit(G, y, "hinge", lam) for lam in (1.0, 0.1, 0.01)]
+
+    Parameters
+    ----------
+    K : array, shape (n, n)
+        The Gram matrix (the module docstring gives the tolerances).
+    check_psd : bool or {"auto", "cholesky", "lanczos"}
+        The PSD test, as in :func:`~ntkref.machines.solve` (default True = "auto": the Cholesky certificate for
+        n ≤ 4096, the Lanczos test above).
+
+    Returns
+    -------
+    CheckedGram
+        Holding a private copy of the validated K (n² more memory, once), so later changes to the
+        caller's array do not invalidate the checks.
+    """
+    caller = "machines.checked_gram"
+    if isinstance(K, CheckedGram):
+        method = _psd_method(check_psd, K.shape[0], caller)
+        _upgrade_psd(K, method, caller, "K")
+        return K if _PSD_STRENGTH[method] <= _PSD_STRENGTH[K.psd_test] else CheckedGram(K.K, method, _CHECKED)
+    if _dask.is_dask(K):
+        raise InvalidParameterError(
+            f"The 'K' parameter of {caller} is a Dask array: the Dask solvers do not take a checked Gram "
+            "(they validate block by block); pass the Dask Gram to machines.solve directly."
+        )
+    K_in = K
+    K = _check_gram(K, caller, psd=False)
+    method = _psd_method(check_psd, K.shape[0], caller)
+    if method:
+        _check_psd(K, caller, method=method)
+    xp = namespace(K)
+    if K is K_in or not is_numpy_namespace(xp) or getattr(K, "base", None) is not None:
+        K = xp.asarray(K, copy=True)  # ntkref's own copy
+    return CheckedGram(_compat.read_only(K, xp), method, _CHECKED)
+
+
+def _upgrade_psd(G, method, caller, name):
+    """Run the PSD test ``method`` on a CheckedGram if it is stronger than the one it passed."""
+    if _PSD_STRENGTH[method] > _PSD_STRENGTH[G.psd_test]:
+        _check_psd(G.K, caller, name, method=method)
