@@ -226,6 +226,13 @@ def device_of(x):
     return array_api_compat.device(x)
 
 
+def host_float64(x):
+    """An explicit host copy of an array (any supported namespace, or a list/scalar) as NumPy float64."""
+    import numpy as np
+
+    return np.asarray(to_numpy(x), dtype=np.float64)
+
+
 def to_numpy(x):
     """Copy an array of any supported namespace to a NumPy array (host memory)."""
     import numpy as np

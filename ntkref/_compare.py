@@ -61,7 +61,7 @@ import math
 
 import numpy as np  # host-side reports: every array is copied back explicitly (_host)
 
-from ._backend import to_numpy
+from ._backend import host_float64 as _host  # explicit host copies, never implicit
 
 __all__ = ["SCHEMA_VERSION", "CSV_COLUMNS", "GROUPS", "ArrayComparison", "compare_arrays", "report_dict", "csv_text",
            "json_number"]
@@ -81,11 +81,6 @@ def json_number(v, field, non_finite):
         return v
     non_finite[field] = "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
     return None
-
-
-def _host(a):
-    """An explicit host copy in float64 (CuPy and device arrays through ``to_numpy``, never implicitly)."""
-    return np.asarray(to_numpy(a), dtype=np.float64)
 
 
 class ArrayComparison:
@@ -154,8 +149,8 @@ class ArrayComparison:
              "part": self.part_of(loc), "group": group or str(self.group()[loc])}
         if self.inputs is not None and len(loc) == 2:
             x1, x2 = self.inputs
-            e["inputs"] = {"x1_row": np.asarray(x1[loc[0]]).tolist(),
-                           "x2_row": np.asarray((x1 if x2 is None else x2)[loc[1]]).tolist()}
+            e["inputs"] = {"x1_row": _host(x1[loc[0]]).tolist(),
+                           "x2_row": _host((x1 if x2 is None else x2)[loc[1]]).tolist()}
         e["non_finite"] = nf
         return e
 

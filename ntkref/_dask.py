@@ -34,7 +34,7 @@ import operator
 
 import array_api_compat
 
-from ._backend import to_numpy
+from ._backend import host_float64, to_numpy
 from ._validation import InvalidParameterError
 
 __all__ = [
@@ -348,7 +348,7 @@ def symmetric_matvec(K, v):
     from dask.highlevelgraph import HighLevelGraph
 
     K = _check_square(K, "symmetric_matvec")
-    v = np.asarray(v, dtype=np.float64)
+    v = host_float64(v)  # the vector lives on the client (an explicit copy of a device array)
     if v.ndim not in (1, 2) or v.shape[0] != K.shape[0]:
         raise InvalidParameterError(f"The 'v' parameter of symmetric_matvec must have {K.shape[0]} rows; got "
                                     f"shape {v.shape}.")

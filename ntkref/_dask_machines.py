@@ -506,7 +506,6 @@ def subgradient_descent(K, y, loss, lam, lr, steps, *, batch_size=None, seed=Non
     Lanczos test of :func:`psd_test` (``dynamics``' eigendecomposition needs the whole K).
     """
     from . import dynamics as _dyn
-    from ._validation import check_memory
 
     np = _np()
     xp = _xp()
@@ -538,23 +537,9 @@ def subgradient_descent(K, y, loss, lam, lr, steps, *, batch_size=None, seed=Non
         g0_test = _dyn._check_vector(host(g0_test), "g0_test", K_test.shape[0], caller, xp, np.float64)
     else:
         K_test, g0_test = _dyn._check_test(host(K_test), g0, host(g0_test), n, caller, xp, np.float64)
-    if g0 is not None and decay == "batch":
-        raise InvalidParameterError(
-            f"{caller}: 'g0' (outputs of a β₀ outside the span of the Φ(x_i)) has no defined decay with "
-            "decay='batch'; pass alpha0 (coefficients) or use decay='all'."
-        )
-    c = _dyn._reduction_scale(reduction, n, caller)
-    n_rec = steps // record_every + 2
-    m_test = 0 if K_test is None else K_test.shape[0]
-    check_memory(n_rec * (2 * n + m_test) * (2 if record_subgradients else 1),
-                 f"The recorded trajectory ({n_rec} records of 'steps'/'record_every' x n = {n})", caller, y,
-                 ways_out="record fewer steps (a larger record_every)")
-    if batch_size is not None:
-        batch_size = check_int(batch_size, "batch_size", caller=caller, low=1, high=n)
-        rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-        cb = (1.0 / batch_size) if reduction == "mean" else (n / batch_size)
-    else:
-        cb = c
+    c, cb, batch_size, rng = _dyn._sgd_schedule(g0, decay, reduction, n, steps, record_every, K_test,
+                                                record_subgradients, batch_size, seed, caller, y,
+                                                "record fewer steps (a larger record_every)")
     if psd:  # last: the costliest check
         psd_test(K, fro, caller)
     d = 1.0 - lr * lam

@@ -881,25 +881,9 @@ def subgradient_descent(
     g0 = _check_vector(g0, "g0", n, caller, xp, dtype, like=K)
     alpha0 = _check_vector(alpha0, "alpha0", n, caller, xp, dtype, like=K)
     K_test, g0_test = _check_test(K_test, g0, g0_test, n, caller, xp, dtype, like=K)
-    if g0 is not None and decay == "batch":
-        raise InvalidParameterError(
-            f"{caller}: 'g0' (outputs of a β₀ outside the span of the Φ(x_i)) has no defined decay with "
-            "decay='batch'; pass alpha0 (coefficients) or use decay='all'."
-        )
-    c = _reduction_scale(reduction, n, caller)
-    n_rec = steps // record_every + 2
-    m_test = 0 if K_test is None else K_test.shape[0]
-    check_memory(n_rec * (2 * n + m_test) * (2 if record_subgradients else 1),
-                 f"The recorded trajectory ({n_rec} records of 'steps'/'record_every' x n = {n})", caller, K,
-                 ways_out="record fewer steps (a larger record_every) or use float32")
-    if batch_size is not None:
-        batch_size = check_int(batch_size, "batch_size", caller=caller, low=1, high=n)
-        import numpy as np  # host-side: the random batch indices (seeded, reproducible)
-
-        rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-        cb = (1.0 / batch_size) if reduction == "mean" else (n / batch_size)
-    else:
-        cb = c
+    c, cb, batch_size, rng = _sgd_schedule(g0, decay, reduction, n, steps, record_every, K_test, record_subgradients,
+                                           batch_size, seed, caller, K, "record fewer steps (a larger record_every) "
+                                           "or use float32")
     d = 1.0 - lr * lam
     dev = device_of(K)
     zeros = xp.zeros((n,), dtype=dtype, device=dev)
@@ -966,6 +950,32 @@ def _check_diverged(caller, loss, lr, lam, c, xp, *arrays):
         f"The 'lr' parameter of {caller}: the iteration diverged (iterates overflowed to inf/NaN) with "
         f"lr = {lr!r}, lam = {lam!r}; use a smaller step size (or rescale K and y).{hint}"
     )
+
+
+def _sgd_schedule(g0, decay, reduction, n, steps, record_every, K_test, record_subgradients, batch_size, seed,
+                  caller, like, ways_out):
+    """What both subgradient-descent paths (dense, Dask) check and derive before the recursion: g0 only with
+    decay='all', the memory of the records (``like``: the array whose device is asked), and the loss scales
+    c (full batch) and cb (a batch's scale n/|B|, or 1/|B| for the mean) with the seeded batch generator.
+    Returns (c, cb, batch_size, rng); rng is None for the full batch."""
+    if g0 is not None and decay == "batch":
+        raise InvalidParameterError(
+            f"{caller}: 'g0' (outputs of a β₀ outside the span of the Φ(x_i)) has no defined decay with "
+            "decay='batch'; pass alpha0 (coefficients) or use decay='all'."
+        )
+    c = _reduction_scale(reduction, n, caller)
+    n_rec = steps // record_every + 2
+    m_test = 0 if K_test is None else K_test.shape[0]
+    check_memory(n_rec * (2 * n + m_test) * (2 if record_subgradients else 1),
+                 f"The recorded trajectory ({n_rec} records of 'steps'/'record_every' x n = {n})", caller, like,
+                 ways_out=ways_out)
+    if batch_size is None:
+        return c, c, None, None
+    batch_size = check_int(batch_size, "batch_size", caller=caller, low=1, high=n)
+    import numpy as np  # host-side: the random batch indices (seeded, reproducible)
+
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    return c, (1.0 / batch_size) if reduction == "mean" else (n / batch_size), batch_size, rng
 
 
 def discrete_closed_form(K, subgradients, lam, lr, *, g0=None, alpha0=None, K_test=None, g0_test=None, batch_masks=None):

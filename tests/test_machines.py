@@ -150,13 +150,9 @@ def test_dual_kkt_conditions(name, n, d, xp, asxp, tonp):
     # exact to rounding: g carries error ~ n·eps·‖K‖·‖α‖ ≈ 1e-11 here
     tol = 1e-8
     if name == "hinge":  # 0 ≤ yα ≤ C; yα = 0 ⇒ yg ≥ 1; 0 < yα < C ⇒ yg = 1; yα = C ⇒ yg ≤ 1
+        _hinge_kkt(K, y, alpha, lam, tol)
         a = y * alpha
-        assert np.all(a >= 0) and np.all(a <= C * (1 + 1e-15))
-        assert np.all(y[a == 0] * g[a == 0] >= 1 - tol)
-        mid = (a > 0) & (a < C * (1 - 1e-12))
-        np.testing.assert_allclose(y[mid] * g[mid], 1, atol=tol)
-        assert np.all(y[a >= C * (1 - 1e-12)] * g[a >= C * (1 - 1e-12)] <= 1 + tol)
-        assert mid.any() and (a == 0).any()  # the test exercises both kinds of point
+        assert ((a > 0) & (a < C * (1 - 1e-12))).any() and (a == 0).any()  # both kinds of point are exercised
     elif name == "squared_hinge":  # stationarity α = −l′(g)/λ = 2y·max(0, 1 − yg)/λ
         np.testing.assert_allclose(alpha, 2 * y * np.maximum(0, 1 - y * g) / lam, atol=tol * C)
     elif name == "epsilon_insensitive":  # |α| ≤ C; α = 0 ⇒ |y − g| ≤ ε; 0 < |α| < C ⇒ y − g = ε·sign α
