@@ -217,6 +217,19 @@ def _compat_eigh(a, xp):
     return eigh(a, xp)
 
 
+def _support_matvec(K, alpha, xp):
+    """g = Kα from the rows of the support S of α only (|S|·n entries read; K is symmetric), in α's dtype.
+
+    The rows of a K held in a lower precision than α are converted (exactly) before the product.
+    """
+    n = K.shape[0]
+    sv = xp.nonzero(alpha != 0)[0]
+    if sv.shape[0] == n:
+        return alpha @ (K if K.dtype == alpha.dtype else xp.astype(K, alpha.dtype))
+    rows = xp.take(K, sv, axis=0)
+    return xp.take(alpha, sv) @ (rows if rows.dtype == alpha.dtype else xp.astype(rows, alpha.dtype))
+
+
 def _chunked_qp(K, y, lo, hi, eps, shift, gap_fn, tol, max_iter, xp, alpha0=None, chunk=None):
     """Box QP over all n coordinates: exact active-set solves on a working set W (chunking with shrinking).
 
@@ -229,6 +242,12 @@ def _chunked_qp(K, y, lo, hi, eps, shift, gap_fn, tol, max_iter, xp, alpha0=None
     strictly (a violator is a descent direction), so no working set repeats and the loop ends; the gap
     certifies the result.  All matrix work is in K's namespace on K's device; the host reads O(1)
     scalars and the working-set size per round.  Returns (alpha, g, total inner iterations, converged).
+
+    Precision: the arithmetic runs in the dtype of ``y`` (and of ``lo``, ``hi``, ``alpha0``).  A caller with a
+    float32 K passes them in float64: the working-set matrices and the support rows are converted exactly, and
+    the method solves the QP of the float32 K in float64.  (In float32 itself the face solves of an
+    ill-conditioned Q_FF lose every digit and the KKT test cannot tell a violator from rounding: the solver
+    stopped far from the minimiser.)
     """
     n = K.shape[0]
     dev = device_of(K)
@@ -246,14 +265,15 @@ def _chunked_qp(K, y, lo, hi, eps, shift, gap_fn, tol, max_iter, xp, alpha0=None
         idx = xp.nonzero(inW)[0]
         m = idx.shape[0]
         Qw = _compat.submatrix(K, idx, xp) if m < n else K
+        if Qw.dtype != y.dtype:  # a float32 K: the arithmetic in y's precision (float64), see _support_matvec
+            Qw = xp.astype(Qw, y.dtype)
         if shift:
             Qw = Qw + shift * _eye(m, Qw, xp)
         a, its, _exact = _active_set_qp(Qw, xp.take(y, idx), xp.take(lo, idx), xp.take(hi, idx), eps,
                                         xp.take(alpha, idx), max_iter, xp)
         total += its
         alpha = _scatter_idx(idx, a, n, xp)
-        sv = xp.nonzero(alpha != 0)[0]  # g = K α from the rows of the support S (|S|·n read); K is symmetric
-        g = xp.take(alpha, sv) @ xp.take(K, sv, axis=0) if sv.shape[0] < n else alpha @ K
+        g = _support_matvec(K, alpha, xp)
         primal, dual = gap_fn(alpha, g)
         if primal - dual <= tol * max(1.0, primal):
             return alpha, g, total, True

@@ -46,6 +46,10 @@ relative duality gap 7.3e-8 / 7.2e-10 — the float32 limit (the exact solve: re
 (tests/test_kkt.py checks these ratios).  To check SVC below that limit, give it a Gram matrix whose entries are
 exact in float32 (e.g. integer features): it then agrees with :func:`fit_with_intercept` to ~1e-12.
 
+float32 inputs.  :func:`kkt_residual` and :func:`duality_gap` evaluate them in float64 (exact copies), so the
+values are those of the float32 numbers given, not of float32 arithmetic (whose rounding of Kα at |α| ~ 1/λ
+made gaps negative); :func:`fit_with_intercept` solves in float64 and certifies the float32 α it returns.
+
 KKT residual (:func:`kkt_residual`), in units of α.  For the QP losses (hinge, squared hinge, ε-insensitive) the
 natural residual of the dual, as :mod:`ntkref.machines`:
 
@@ -237,6 +241,7 @@ def kkt_residual(alpha, K, y, loss, lam, *, intercept=None, reduction="sum"):
     """
     caller = "kkt.kkt_residual"
     alpha, K, y, loss, lam, lam_sum, xp, b = _setup(alpha, K, y, loss, lam, intercept, reduction, caller)
+    alpha, K, y = _machines._float64(xp, alpha, K, y)  # float32 inputs evaluated in float64 (exact copies)
     g = K @ alpha
     if b is None:
         return _machines._kkt_residual(alpha, g, y, K, loss, lam_sum, xp)
@@ -254,6 +259,7 @@ def duality_gap(alpha, K, y, loss, lam, *, intercept=None, reduction="sum"):
     alpha, K, y, loss, lam, lam_sum, xp, b = _setup(alpha, K, y, loss, lam, intercept, reduction, caller)
     if b is None:
         return _machines.duality_gap(alpha, K, y, loss, lam, reduction=reduction)
+    alpha, K, y = _machines._float64(xp, alpha, K, y)  # float32 inputs evaluated in float64 (exact copies)
     g = K @ alpha
     gap = _primal(alpha, g, b, y, loss, lam_sum, xp) - _intercept_dual(alpha, g, b, K, y, loss, lam_sum, xp)
     return gap / (K.shape[0] if reduction == "mean" else 1)
@@ -638,6 +644,9 @@ def fit_with_intercept(K, y, loss="hinge", lam=None, *, reduction="sum", tol=Non
     the rounding of Kα (~ n·eps·‖K‖∞·max|α| per entry): at C = 1/λ = 256 (random Grams, n ≤ 120) the gap was up
     to ~2e-12 relative, at C = 1e5 (all 2128 embedded digits with 5 % of the labels flipped: 918 free SVs) 3e-11
     (4.7 s; λ = 0.01: 3.9 s, gap 4e-14; λ ≥ 1: ≤ 1.6 s, gap ≤ 2e-16).
+    float32: as :func:`ntkref.machines.solve`: hinge, squared hinge, ε-insensitive and logistic are solved in float64,
+    α is rounded to float32, and the gap, KKT residual and ``converged`` are those of the float32 α, evaluated in
+    float64 on an exact float64 copy of K (the warning of a solve that only the rounding keeps above tol says so).
     """
     caller = "kkt.fit_with_intercept"
     if lam is None:
@@ -659,7 +668,7 @@ def fit_with_intercept(K, y, loss="hinge", lam=None, *, reduction="sum", tol=Non
         Q, c, e, lo, hi, to_alpha = _qp_data(K_h, y_h, loss, lam_sum)
         with single_threaded_blas(np):  # small sequential steps: BLAS threads only add contention
             z, b, interval, its, exact = _eq_box_qp(Q, c, e, lo, hi, max_iter)
-        alpha = xp.asarray(to_alpha(z), dtype=K.dtype, device=dev)
+        alpha_w = xp.asarray(to_alpha(z), dtype=xp.float64, device=dev)
     else:  # logistic
         if bool(xp.all(y == y[0])):
             raise InvalidParameterError(
@@ -667,25 +676,39 @@ def fit_with_intercept(K, y, loss="hinge", lam=None, *, reduction="sum", tol=Non
                 "minimiser then (P decreases to its infimum 0 as b -> +-inf). Use labels of both classes."
             )
         max_iter = 200 if max_iter is None else check_int(max_iter, "max_iter", caller=caller, low=1)
-        alpha, b, its, exact = _logistic_with_intercept(K, y, loss, lam_sum, tol, max_iter, xp)
+        alpha_w, b, its, exact = _logistic_with_intercept(*_machines._float64(xp, K, y), loss, lam_sum, tol,
+                                                          max_iter, xp)
         interval = (b, b)
-    g = K @ alpha
-    primal = _primal(alpha, g, b, y, loss, lam_sum, xp)
-    dual = _intercept_dual(alpha, g, b, K, y, loss, lam_sum, xp)
-    kkt = _intercept_kkt(alpha, g, b, K, y, loss, lam_sum, xp)
+    if loss.name != "squared":  # solved in float64: α rounded to K's dtype
+        alpha = xp.astype(alpha_w, K.dtype)
+    # the certificate of the α returned, in float64 whatever K's dtype (as machines.solve's)
+    Kc, yc, ac = _machines._float64(xp, K, y, alpha)
+
+    def certificate(a):
+        g = Kc @ a
+        return (g, _primal(a, g, b, yc, loss, lam_sum, xp), _intercept_dual(a, g, b, Kc, yc, loss, lam_sum, xp),
+                _intercept_kkt(a, g, b, Kc, yc, loss, lam_sum, xp))
+
+    g, primal, dual, kkt = certificate(ac)
     _machines._check_finite_solution(caller, K, y, lam, xp, primal, dual, kkt, alpha)
     if not math.isfinite(b):
         raise InvalidParameterError(f"{caller}: the intercept is not finite (b = {b}); rescale the problem.")
     conv = bool(exact) and primal - dual <= tol * max(1.0, primal)
     if not conv:
+        rounding = ""
+        if K.dtype != xp.float64 and loss.name != "squared":
+            _, p_w, d_w, _ = certificate(alpha_w)
+            if bool(exact) and p_w - d_w <= tol * max(1.0, p_w):
+                rounding = (f" That is the gap of α rounded to K's dtype {K.dtype}: the float64 solution it was "
+                            f"rounded from has gap {p_w - d_w:.3g}. Pass K in float64 for it, or a larger tol.")
         warnings.warn(
             f"{caller}: the {loss.name} solver stopped with duality gap {primal - dual:.3g} "
-            f"(tol·max(1, P) = {tol * max(1.0, primal):.3g}) after {its} iterations.",
+            f"(tol·max(1, P) = {tol * max(1.0, primal):.3g}) after {its} iterations.{rounding}",
             ConvergenceWarning, stacklevel=2,
         )
     return InterceptMachine(
         alpha_=alpha, loss=loss, lam=lam, lam_sum=lam_sum, reduction=reduction,
         primal_objective=primal / div, dual_objective=dual / div, duality_gap=(primal - dual) / div,
-        kkt_residual=kkt, n_iter=its, converged=conv, rkhs_norm_=math.sqrt(max(float(xp.sum(alpha * g)), 0.0)),
-        train_output_=g + b, intercept_=float(b), intercept_interval_=(float(interval[0]), float(interval[1])),
+        kkt_residual=kkt, n_iter=its, converged=conv, rkhs_norm_=math.sqrt(max(float(xp.sum(ac * g)), 0.0)),
+        train_output_=xp.astype(g + b, K.dtype), intercept_=float(b), intercept_interval_=(float(interval[0]), float(interval[1])),
     )

@@ -56,7 +56,10 @@ dual point; α itself for the QPs).  P is λ-strongly convex in β, so
 
 which :attr:`KernelMachine.beta_error_bound` gives.  The default stopping rule is
 gap ≤ tol·max(1, P(α)) with tol = 1e-10 (float64) / 1e-4 (float32).  Active-set
-solutions are exact to rounding once the active set is identified.
+solutions are exact to rounding once the active set is identified.  float32 inputs are solved and
+certified in float64 arithmetic and α is returned in float32 (:func:`solve`, Notes); the objective
+functions (:func:`objective`, :func:`dual_objective`, :func:`duality_gap`) also evaluate float32
+inputs in float64, so they reproduce a solve's certificate.
 
 Sum vs mean (docs/conventions.md, 'Losses and regularisation').  ``reduction="mean"`` minimises (λ/2)‖β‖² + (1/n)Σ l,
 which is the sum problem with λ_sum = n·λ_mean.  The paper's experiments
@@ -102,7 +105,7 @@ from . import _dask
 from . import losses as _losses
 from ._backend import device_of, is_array, is_numpy_namespace, namespace, to_numpy
 from ._validation import InvalidParameterError, check_array, check_int, check_option, check_real
-from ._boxqp import _chunked_qp, _soft, _solve_vec
+from ._boxqp import _chunked_qp, _soft, _solve_vec, _support_matvec
 from ._gram import (CheckedGram, _check_gram, _check_psd, _cholesky_ok, _eps, _eye, _psd_method, _read,
                     _upgrade_psd, checked_gram)
 
@@ -279,6 +282,25 @@ def _dual_from_g(alpha, g, y, loss, lam_sum, xp, slack=1e-9, on_overflow=None):
     if on_overflow is not None and not math.isfinite(val):
         raise on_overflow()
     return val
+
+
+def _in_work_precision(y, K, xp):
+    """y in the working precision of the exact QP solvers: float64 whatever K's dtype.
+
+    A float32 K is solved in float64 arithmetic (``ntkref._boxqp._chunked_qp`` converts its working-set
+    matrices exactly); the α returned is then rounded to K's dtype by :func:`_rounded_into_box`."""
+    return y if y.dtype == xp.float64 else xp.astype(y, xp.float64)
+
+
+def _rounded_into_box(alpha, lo, hi, dtype, xp):
+    """α rounded to ``dtype`` and back, each entry rounded towards 0 where the nearest value leaves [lo, hi].
+
+    lo ≤ 0 ≤ hi, so the neighbour towards 0 of a value past a bound lies inside: the rounded α is dual
+    feasible, and its certificate (computed in α's precision) is that of the α returned."""
+    a = xp.astype(alpha, dtype)
+    back = xp.astype(a, alpha.dtype)
+    a = xp.where((back > hi) | (back < lo), xp.nextafter(a, xp.zeros_like(a)), a)
+    return xp.astype(a, alpha.dtype)
 
 
 def _qp_bounds(y, loss, lam_sum, xp):
@@ -480,6 +502,13 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
     Accuracy: the duality gap bounds the error (module docstring); active-set solutions are
     exact to rounding (relative gap ~1e-15 in float64, ~1e-6 in float32 at n ~ 100).
 
+    float32: a float32 K is solved in float64 arithmetic (exact conversions: the working-set matrices for
+    the QP losses, one n×n copy for logistic's Newton systems), α is rounded to float32 (towards 0 where
+    rounding to nearest would leave the dual box), and the objectives, gap and ``converged`` are those of
+    the float32 α returned, evaluated in float64.  Where |α| is large against g = Kα (small λ, singular K)
+    the rounding alone can exceed tol: the result then says ``converged=False`` and the warning gives the
+    gap of the float64 solution, which a float64 K returns.
+
     A Dask K: every loss, by ``ntkref._dask_machines``: the QP losses exactly by active-set solves on
     working sets of gathered columns (the client holds n·|W|), logistic by Newton-CG with block
     mat-vecs, the squared loss by :func:`ntkref.krr.solve_cg`; the same duality-gap certificate; K
@@ -533,12 +562,13 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
         primal = _primal_from_g(alpha, g, y, loss, lam_sum, xp)
         dual = _dual_from_g(alpha, g, y, loss, lam_sum, xp) if lam_sum > 0 else 0.0
         kkt = _kkt_residual(alpha, g, y, K, loss, lam_sum, xp) if lam_sum > 0 else float(xp.max(xp.abs(g - y)))
-        its, conv = 0, True
+        its, conv, gap_work = 0, True, None
         norm2 = float(xp.sum(alpha * g))
     elif loss.name in _QP_LOSSES:
         max_iter = max(1000, 10 * n) if max_iter is None else max_iter
 
-        def qp(K, y, xp):
+        def qp(K, y_in, xp):
+            y = _in_work_precision(y_in, K, xp)
             lo, hi, eps, shift = _qp_bounds(y, loss, lam_sum, xp)
 
             last = {}
@@ -551,30 +581,55 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
 
             alpha, g, its, conv = _chunked_qp(K, y, lo, hi, eps, shift, gap_fn, tol, max_iter, xp)
             primal, dual = gap_fn(alpha, g)
+            gap_work = primal - dual
+            if alpha.dtype != K.dtype:  # the certificate is that of the α returned, rounded to K's dtype
+                alpha = _rounded_into_box(alpha, lo, hi, K.dtype, xp)
+                g = _support_matvec(K, alpha, xp)
+                primal, dual = gap_fn(alpha, g)
+                conv = conv and primal - dual <= tol * max(1.0, primal)
             kkt = _kkt_residual(alpha, g, y, K, loss, lam_sum, xp)
-            return alpha, g, its, conv, primal, dual, kkt, float(xp.sum(alpha * g))
+            return (xp.astype(alpha, K.dtype), xp.astype(g, K.dtype), its, conv, primal, dual, kkt,
+                    float(xp.sum(alpha * g)), gap_work)
 
-        alpha, g, its, conv, primal, dual, kkt, norm2 = _on_host(qp, K, y)
+        alpha, g, its, conv, primal, dual, kkt, norm2, gap_work = _on_host(qp, K, y)
     else:  # logistic
         max_iter = 200 if max_iter is None else max_iter
-        alpha, g, its, conv = _logistic_newton(K, y, loss, lam_sum, tol, max_iter, xp)
-        a_dual = -loss._derivative(g, y, xp) / lam_sum
-        g_dual = K @ a_dual
-        primal = _primal_from_g(alpha, g, y, loss, lam_sum, xp)
-        dual = _dual_from_g(a_dual, g_dual, y, loss, lam_sum, xp)
+        # a float32 K: Newton in float64 on an exact copy, the α returned rounded to float32 and certified
+        Kw = K if K.dtype == xp.float64 else xp.astype(K, xp.float64)
+        yw = _in_work_precision(y, K, xp)
+        alpha, g, its, conv = _logistic_newton(Kw, yw, loss, lam_sum, tol, max_iter, xp)
+        gap_work = None
+        if K.dtype != xp.float64:
+            a_dual = -loss._derivative(g, yw, xp) / lam_sum
+            gap_work = (_primal_from_g(alpha, g, yw, loss, lam_sum, xp)
+                        - _dual_from_g(a_dual, Kw @ a_dual, yw, loss, lam_sum, xp))
+            alpha = xp.astype(xp.astype(alpha, K.dtype), xp.float64)
+            g = Kw @ alpha
+        a_dual = -loss._derivative(g, yw, xp) / lam_sum
+        g_dual = Kw @ a_dual
+        primal = _primal_from_g(alpha, g, yw, loss, lam_sum, xp)
+        dual = _dual_from_g(a_dual, g_dual, yw, loss, lam_sum, xp)
+        conv = conv and primal - dual <= tol * max(1.0, primal)
         if conv:
             # return the representer form α = −l′(g)/λ (stationarity), free of null(K) components when K is
             # singular, if it is certified too (its primal with the same dual); else the certified iterate
-            primal_rep = _primal_from_g(a_dual, g_dual, y, loss, lam_sum, xp)
+            a_rep = a_dual if K.dtype == xp.float64 else xp.astype(xp.astype(a_dual, K.dtype), xp.float64)
+            g_rep = g_dual if K.dtype == xp.float64 else Kw @ a_rep
+            primal_rep = _primal_from_g(a_rep, g_rep, yw, loss, lam_sum, xp)
             if primal_rep - dual <= tol * max(1.0, primal_rep):
-                alpha, g, primal = a_dual, g_dual, primal_rep
-        kkt = _kkt_residual(alpha, g, y, K, loss, lam_sum, xp)
+                alpha, g, primal = a_rep, g_rep, primal_rep
+        kkt = _kkt_residual(alpha, g, yw, Kw, loss, lam_sum, xp)
         norm2 = float(xp.sum(alpha * g))
+        alpha, g = xp.astype(alpha, K.dtype), xp.astype(g, K.dtype)
     _check_finite_solution(caller, K, y, lam, xp, primal, dual, kkt, alpha)
     if not conv:
+        rounding = ""
+        if gap_work is not None and gap_work <= tol * max(1.0, primal):
+            rounding = (f" That is the gap of α rounded to K's dtype {K.dtype}: the float64 solution it was rounded "
+                        f"from has gap {gap_work:.3g}. Pass K in float64 for it, or a larger tol.")
         warnings.warn(
             f"{caller}: the {loss.name} solver stopped with duality gap {primal - dual:.3g} > "
-            f"tol·max(1, P) = {tol * max(1.0, primal):.3g} after {its} iterations.",
+            f"tol·max(1, P) = {tol * max(1.0, primal):.3g} after {its} iterations.{rounding}",
             ConvergenceWarning,
             stacklevel=2,
         )
@@ -634,7 +689,8 @@ def hard_margin_svm(K, y, *, tol=None, max_iter=None, C_max=None, check_psd=True
         raise InvalidParameterError(f"The 'K' parameter of {caller} is zero on the diagonal: no point can be separated.")
     C_max = 1e12 / scale if C_max is None else check_real(C_max, "C_max", caller=caller, low=0.0, closed="right")
 
-    def soft_margin_path(K, y, xp):
+    def soft_margin_path(K, y_in, xp):
+        y = _in_work_precision(y_in, K, xp)
         C = min(1.0 / scale, C_max)
         alpha = None
         its_total = 0
@@ -659,10 +715,13 @@ def hard_margin_svm(K, y, *, tol=None, max_iter=None, C_max=None, check_psd=True
             C = min(10.0 * C, C_max)
             if alpha is not None and not bool(xp.any(alpha != 0)):
                 alpha = None
+        if alpha.dtype != K.dtype:  # the certificate is that of the α returned, rounded to K's dtype
+            alpha = _rounded_into_box(alpha, lo, hi, K.dtype, xp)
+            g = _support_matvec(K, alpha, xp)
         norm2 = float(xp.sum(alpha * g))
         dual = float(xp.sum(y * alpha)) - 0.5 * norm2
         infeas = max(0.0, 1.0 - float(xp.min(y * g)))
-        return alpha, g, its_total, norm2, dual, infeas
+        return xp.astype(alpha, K.dtype), xp.astype(g, K.dtype), its_total, norm2, dual, infeas
 
     alpha, g, its_total, norm2, dual, infeas = _on_host(soft_margin_path, K, y)
     primal = 0.5 * norm2
@@ -731,6 +790,12 @@ def _pow2_exponent(m):
     return max(min(math.frexp(m)[1], 1000), -1000)
 
 
+def _float64(xp, *arrays):
+    """The arrays in float64 (exact conversions): the objectives of float32 inputs are evaluated in float64,
+    so that they are the values of the float32 numbers given, as the solvers' certificates are."""
+    return tuple(a if a.dtype == xp.float64 else xp.astype(a, xp.float64) for a in arrays)
+
+
 def objective(alpha, K, y, loss, lam, *, reduction="sum"):
     r"""Primal value P(α) = (λ/2)αᵀKα + Σ l((Kα)ᵢ, yᵢ) (``reduction="mean"``: loss term / n).
 
@@ -739,6 +804,7 @@ def objective(alpha, K, y, loss, lam, *, reduction="sum"):
     """
     K, y, loss, lam, lam_sum, xp = _prepare(K, y, loss, lam, reduction, "machines.objective", psd=False)
     alpha = check_array(alpha, "alpha", caller="machines.objective", xp=xp, shape=(K.shape[0],), like=K)
+    K, y, alpha = _float64(xp, K, y, alpha)
     overflow = lambda: _overflow_error("machines.objective", "objective", K, y, lam, xp, alpha=alpha)  # noqa: E731
     try:
         with warnings.catch_warnings():
@@ -760,6 +826,7 @@ def dual_objective(alpha, K, y, loss, lam, *, reduction="sum"):
     K, y, loss, lam, lam_sum, xp = _prepare(K, y, loss, lam, reduction, "machines.dual_objective", psd=False,
                                             allow_zero=False)
     alpha = check_array(alpha, "alpha", caller="machines.dual_objective", xp=xp, shape=(K.shape[0],), like=K)
+    K, y, alpha = _float64(xp, K, y, alpha)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # an overflow is an error naming the input (on_overflow)
         val = _dual_from_g(alpha, K @ alpha, y, loss, lam_sum, xp, on_overflow=lambda: _overflow_error(
@@ -781,7 +848,7 @@ def duality_gap(alpha, K, y, loss, lam, *, reduction="sum"):
         n = Kx.shape[0]
         lam_sum = lam * n if reduction == "mean" else lam
         a = check_array(alpha, "alpha", xp=xp, like=Kx)
-        yy = xp.astype(check_array(y, "y", xp=xp, like=Kx), Kx.dtype)
+        Kx, yy, a = _float64(xp, Kx, check_array(y, "y", xp=xp, like=Kx), a)
         ad = -loss_obj.derivative(Kx @ a, yy) / lam_sum
         D = max(D, dual_objective(ad, K, y, loss, lam, reduction=reduction))
     return P - D

@@ -254,13 +254,24 @@ def test_mean_reduction_is_the_sum_problem_with_n_lambda():
         kkt.kkt_residual(a, K, y, "hinge", lam, intercept=0.1)
 
 
-def test_float32_inputs():
+@pytest.mark.parametrize("name", ["hinge", "logistic"])
+def test_float32_inputs(name):
+    """Solved in float64, α rounded to float32; the certificate is that of the float32 α and b, evaluated in
+    float64 (written out here: P = (λ/2)αᵀKα + Σ l(Kα + b)), and kkt.duality_gap reproduces it."""
     _, K, y = _problem(30, 3, 8, ridge=1.0)
-    km = kkt.fit_with_intercept(K.astype(np.float32), y.astype(np.float32), "hinge", 0.3)
-    ref = kkt.fit_with_intercept(K.astype(np.float32).astype(np.float64), y, "hinge", 0.3)
-    assert km.alpha_.dtype == np.float32 and km.converged
-    np.testing.assert_allclose(km.alpha_, ref.alpha_, atol=1e-6 / 0.3)  # solved in float64, rounded to float32
-    assert km.duality_gap <= 1e-5 * km.primal_objective
+    K32, y32, lam = K.astype(np.float32), y.astype(np.float32), 0.3
+    km = kkt.fit_with_intercept(K32, y32, name, lam)
+    ref = kkt.fit_with_intercept(K32.astype(np.float64), y, name, lam)
+    assert km.alpha_.dtype == np.float32 and km.train_output_.dtype == np.float32 and km.converged
+    np.testing.assert_allclose(km.alpha_, ref.alpha_, atol=1e-6 / lam)
+    a, K64 = km.alpha_.astype(np.float64), K32.astype(np.float64)
+    z = K64 @ a + km.intercept_
+    loss = np.maximum(0, 1 - y * z) if name == "hinge" else np.logaddexp(0, -y * z)
+    P = lam / 2 * a @ K64 @ a + np.sum(loss)
+    assert km.primal_objective == pytest.approx(P, rel=1e-13)
+    assert 0 <= km.duality_gap <= 1e-5 * km.primal_objective
+    gap = kkt.duality_gap(km.alpha_, K32, y32, name, lam, intercept=km.intercept_)
+    assert gap == pytest.approx(km.duality_gap, rel=1e-6, abs=1e-13 * P)
 
 
 # ----------------------------------------------------------------------------- residual and gap of candidates

@@ -364,6 +364,74 @@ def test_float32_inputs_give_float32_results(xp, asxp, tonp):
     np.testing.assert_allclose(K @ tonp(a32), K @ a64, atol=1e-4 * np.max(np.abs(K @ a64)))
 
 
+def _float32_exact_problem(name, n, d, seed):
+    """Integer features in [−2, 2]: K = XXᵀ is exact in float32, so the float32 K given to the solver is
+    the linear kernel of X and SciPy's feature-space primal is an independent oracle for it."""
+    rng = np.random.default_rng(seed)
+    X = rng.integers(-2, 3, size=(n, d)).astype(np.float64)
+    _, y = _problem(name, n, d, seed)
+    y = y.astype(np.float32).astype(np.float64)  # targets exact in float32 too
+    K = X @ X.T
+    assert np.array_equal(K.astype(np.float32).astype(np.float64), K)
+    return X, y, K
+
+
+@pytest.mark.parametrize("name", ["hinge", "squared_hinge", "epsilon_insensitive", "logistic"])
+@pytest.mark.parametrize("lam", [0.1, 2.0])
+def test_float32_solves_are_certified_against_the_feature_space_primal(name, lam, xp, asxp, tonp):
+    """A float32 K is solved in float64 arithmetic and α rounded to float32; the certificate is that of the
+    float32 α returned.  Checked against SciPy's primal in β-space (no ntkref code): P(β(α)) − P* ≤ gap
+    (weak duality), ‖β(α) − β*‖ ≤ √(2·gap/λ) (strong convexity), gap ≤ 1e-4·max(1, P) (the float32 tol).
+    The working-set solver used to run in float32, where its KKT test (violations below
+    1e3·m·eps32·L·max|α|) took every coordinate for optimal: converged=False, gaps of 10–300 here."""
+    X, y, K = _float32_exact_problem(name, 100, 4, seed=4)
+    km = machines.solve(asxp(K.astype(np.float32)), asxp(y.astype(np.float32)), _loss(name), lam)
+    assert km.converged
+    assert km.alpha_.dtype == xp.float32 and km.train_output_.dtype == xp.float32
+    alpha = tonp(km.alpha_).astype(np.float64)
+    beta = X.T @ alpha
+    P = lam / 2 * beta @ beta + np.sum(_loss_np(name, X @ beta, y))
+    assert km.primal_objective == pytest.approx(P, rel=1e-12)  # the objective of the α returned
+    assert 0 <= km.duality_gap <= 1e-4 * max(1.0, P)
+    beta_star = _primal_oracle(name, X, y, lam)
+    P_star = lam / 2 * beta_star @ beta_star + np.sum(_loss_np(name, X @ beta_star, y))
+    assert P - P_star <= km.duality_gap + 1e-9 * P
+    assert np.linalg.norm(beta - beta_star) <= np.sqrt(2 * km.duality_gap / lam) + 1e-5
+    if name in ("hinge", "epsilon_insensitive"):  # rounded into the dual box: λ·yᵢ·αᵢ ∈ [0, 1] (|λαᵢ| ≤ 1)
+        t = lam * (y * alpha if name == "hinge" else np.abs(alpha))
+        assert np.all((t >= (0 if name == "hinge" else -1)) & (t <= 1))
+    # the public gap function evaluates float32 inputs in float64: the same number for the QP losses (dual
+    # point α); for logistic it takes the better of two dual points, one of them the solver's
+    gap = machines.duality_gap(km.alpha_, asxp(K.astype(np.float32)), asxp(y.astype(np.float32)), _loss(name), lam)
+    if name == "logistic":
+        assert 0 <= gap <= km.duality_gap + 1e-9 * P  # (P and D are sums of ~n terms of size ~P)
+    else:
+        assert gap == pytest.approx(km.duality_gap, rel=1e-9, abs=1e-12 * P)
+
+
+def test_float32_rounding_limit_is_reported_not_hidden(asxp, tonp):
+    """When α rounded to float32 cannot reach tol (|α| ~ 1/λ = 1e3 on a singular K, so g = Kα cancels ~5
+    digits), the result says so: converged=False, the gap of the float32 α (recomputed here in float64), and a
+    warning giving the certified gap of the float64 solution it was rounded from, which a float64 K returns."""
+    rng = np.random.default_rng([1, 500, 20])
+    X = rng.standard_normal((500, 20))
+    y = np.sign(X[:, 0] + 0.3 * rng.standard_normal(500))
+    K32 = (X @ X.T).astype(np.float32)
+    lam = 0.001
+    with pytest.warns(machines.ConvergenceWarning, match="float64 solution it was rounded from has gap"):
+        km = machines.solve(asxp(K32), asxp(y.astype(np.float32)), "logistic", lam)
+    assert not km.converged
+    K, a = K32.astype(np.float64), tonp(km.alpha_).astype(np.float64)
+    g = K @ a
+    P = lam / 2 * a @ g + np.sum(np.logaddexp(0, -y * g))
+    assert km.primal_objective == pytest.approx(P, rel=1e-12)
+    assert km.duality_gap > 1e-4 * P
+    # K32 is PSD to float32's tolerance (n·eps32·‖K‖_F), not to float64's: the float64 solve is told so
+    km64 = machines.solve(asxp(K), asxp(y), "logistic", lam, check_psd=False)
+    assert km64.converged and km64.duality_gap <= 1e-10 * km64.primal_objective
+    assert P - km64.primal_objective <= km.duality_gap + 1e-9 * P  # weak duality across the two
+
+
 # ----------------------------------------------------------------------------- bad input
 
 
@@ -762,6 +830,25 @@ def test_device_path_equals_the_host_solve(name, monkeypatch, xp, asxp, tonp):
     assert got.primal_objective == pytest.approx(ref.primal_objective, rel=1e-12, abs=1e-12)
     np.testing.assert_allclose(tonp(got.train_output_), ref.train_output_, rtol=0, atol=1e-9)
     np.testing.assert_allclose(K @ tonp(got.alpha_), ref.train_output_, rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("name", ("hinge", "epsilon_insensitive", "logistic", "hard_margin"))
+def test_float32_device_path_equals_the_host_solve(name, monkeypatch, xp, asxp, tonp):
+    """float32 on the device path (host step disabled): the working-set matrices are converted to float64 on
+    the inputs' device and α is rounded back there; same float32 α as the NumPy solve, arrays in float32."""
+    K, y = _rbf_classes(200, 8, sep=3.0 if name == "hard_margin" else 1.0)
+    K32, y32 = K.astype(np.float32), y.astype(np.float32)
+    if name == "hard_margin":
+        run = lambda K_, y_: machines.hard_margin_svm(K_, y_)  # noqa: E731
+    else:
+        run = lambda K_, y_: machines.solve(K_, y_, _loss(name), 0.3)  # noqa: E731
+    ref = run(K32, y32)
+    monkeypatch.setattr(machines, "_HOST_MAX_N", 0)
+    got = run(asxp(K32), asxp(y32))
+    assert ref.converged and got.converged
+    assert got.alpha_.dtype == xp.float32 and got.train_output_.dtype == xp.float32
+    assert got.primal_objective == pytest.approx(ref.primal_objective, rel=1e-12)
+    np.testing.assert_allclose(tonp(got.alpha_), ref.alpha_, rtol=1e-5, atol=1e-6 * np.max(np.abs(ref.alpha_)))
 
 
 @pytest.mark.parametrize("case", ["solve-hinge", "solve-epsilon_insensitive", "hard_margin_svm"])
