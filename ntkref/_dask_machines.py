@@ -265,14 +265,16 @@ def _working_set_qp(cols, y, lo, hi, eps, shift, gap_fn, tol, max_iter, diag_max
     inW = np.arange(n) % max(n // chunk, 1) == 0 if chunk < n else np.ones(n, dtype=bool)
     total = 0
     g = np.zeros(n)
-    for _ in range(n + 1):
+    tight = False
+    for _ in range(n + 2):
         idx = np.nonzero(inW)[0]
         m = idx.size
         C = cols.get(idx)
         Qw = C[idx, :]
         if shift:
             Qw = Qw + shift * np.eye(m)
-        a, its, _exact = _boxqp._active_set_qp(Qw, y[idx], lo[idx], hi[idx], eps, alpha[idx], max_iter, xp)
+        a, its, _exact = _boxqp._active_set_qp(Qw, y[idx], lo[idx], hi[idx], eps, alpha[idx], max_iter, xp,
+                                               tight=tight)
         total += its
         alpha = np.zeros(n)
         alpha[idx] = a
@@ -282,15 +284,18 @@ def _working_set_qp(cols, y, lo, hi, eps, shift, gap_fn, tol, max_iter, diag_max
             return alpha, g, total, False  # overflow: the caller's finiteness check names the input
         if primal - dual <= tol * max(1.0, primal):
             return alpha, g, total, True
-        if m == n:
-            return alpha, g, total, False
-        # optimality of αᵢ = 0 for i outside W: the prox step from 0 must stay at 0
-        step = -tau * (g + shift * alpha - y)
-        viol = np.abs(np.minimum(np.maximum(_boxqp._soft(step, tau * eps, xp) if eps else step, lo), hi))
-        out = np.where(inW, 0.0, viol)
-        n_viol = int(np.sum(out > 0))
+        n_viol = 0
+        if m < n:
+            # optimality of αᵢ = 0 for i outside W: the prox step from 0 must stay at 0
+            step = -tau * (g + shift * alpha - y)
+            viol = np.abs(np.minimum(np.maximum(_boxqp._soft(step, tau * eps, xp) if eps else step, lo), hi))
+            out = np.where(inW, 0.0, viol)
+            n_viol = int(np.sum(out > 0))
         if n_viol == 0:
-            return alpha, g, total, False
+            if tight:
+                return alpha, g, total, False
+            tight = True  # the refinement of _boxqp._chunked_qp: W again with the tight threshold
+            continue
         k = int(min(n_viol, max(chunk, m)))
         thr = np.sort(out)[n - k]
         n_sv = int(np.sum(alpha != 0))

@@ -409,6 +409,26 @@ def test_float32_solves_are_certified_against_the_feature_space_primal(name, lam
         assert gap == pytest.approx(km.duality_gap, rel=1e-9, abs=1e-12 * P)
 
 
+def test_tight_refinement_reaches_tol_where_the_coarse_threshold_stopped(asxp, tonp):
+    """The working-set solves stop at a drift-safe rounding threshold, 1e3·m·eps·L·max|α|, which is coarse when
+    |α| reaches 1/λ = 1e5 on a rank-10 linear kernel: violations below it remained and the solve ended with
+    converged=False.  A second pass with the per-coordinate threshold reaches tol.  The gap is recomputed here
+    from its definition: P = (λ/2)αᵀKα + Σ max(0, 1 − yᵢgᵢ), D = Σ tᵢ − (λ/2)αᵀKα, t = λyα ∈ [0, 1]."""
+    rng = np.random.default_rng([1, 200, 10])
+    X = rng.standard_normal((200, 10))
+    y = np.sign(X[:, 0] + 0.3 * rng.standard_normal(200))
+    K, lam = X @ X.T, 1e-5
+    km = machines.solve(asxp(K), asxp(y), "hinge", lam)
+    assert km.converged
+    a = tonp(km.alpha_)
+    g = K @ a
+    t = lam * y * a
+    assert np.all((t >= 0) & (t <= 1))
+    P = lam / 2 * a @ g + np.sum(np.maximum(0, 1 - y * g))
+    D = np.sum(t) - lam / 2 * a @ g
+    assert 0 <= P - D <= 1e-10 * P + 1e-13 * np.sum(np.abs(y * g) + 1)  # (the rounding of the two sums)
+
+
 def test_float32_rounding_limit_is_reported_not_hidden(asxp, tonp):
     """When α rounded to float32 cannot reach tol (|α| ~ 1/λ = 1e3 on a singular K, so g = Kα cancels ~5
     digits), the result says so: converged=False, the gap of the float32 α (recomputed here in float64), and a
