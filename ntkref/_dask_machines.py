@@ -27,6 +27,8 @@ one is active) — and the vectors (n floats, float64) live on the client:
   ``columns_gathered`` in the result report it.  With few support vectors |W| ≪ n (tests: 92 of 600 columns for
   12 support vectors); with many (e.g. 782 of 4 000 at a small C) W grows to nearly n and the client holds nearly
   the whole K in float64 — the working-set method bounds memory only through the support.
+- **hard margin** (:func:`hard_margin_svm`): ``machines.hard_margin_svm``'s soft-margin path, each C by
+  :func:`_working_set_qp` warm-started from the previous α, the gathered columns kept from one C to the next.
 - **logistic** (:func:`_newton_cg`): the damped Newton method of ``machines._logistic_newton`` (Armijo search on
   the primal, the same duality-gap test, one more "polishing" Newton step once it passes) with the Newton system
   (λI + DK)Δ = −r (r = λα + l′(Kα), ∇_α P = Kr, D = diag l″(Kα)) solved inexactly by conjugate gradients in the
@@ -251,8 +253,9 @@ class _Columns:
         return C
 
 
-def _working_set_qp(cols, y, lo, hi, eps, shift, gap_fn, tol, max_iter, diag_max, chunk):
-    """``ntkref._boxqp._chunked_qp`` with K[:, W] gathered by ``cols`` (module docstring); the same decisions.
+def _working_set_qp(cols, y, lo, hi, eps, shift, gap_fn, tol, max_iter, diag_max, chunk, alpha0=None):
+    """``ntkref._boxqp._chunked_qp`` with K[:, W] gathered by ``cols`` (module docstring); the same decisions,
+    the same warm start from a nonzero ``alpha0`` (W = its support).
 
     Returns (alpha, g, inner iterations, converged).
     """
@@ -261,8 +264,11 @@ def _working_set_qp(cols, y, lo, hi, eps, shift, gap_fn, tol, max_iter, diag_max
     n = y.shape[0]
     tau = 1.0 / max(diag_max + shift, 1e-300)
     chunk = min(n, chunk or 128)
-    alpha = np.zeros(n)
-    inW = np.arange(n) % max(n // chunk, 1) == 0 if chunk < n else np.ones(n, dtype=bool)
+    if alpha0 is not None and np.any(alpha0 != 0):
+        alpha, inW = alpha0, alpha0 != 0
+    else:
+        alpha = np.zeros(n)
+        inW = np.arange(n) % max(n // chunk, 1) == 0 if chunk < n else np.ones(n, dtype=bool)
     total = 0
     g = np.zeros(n)
     tight = False
@@ -491,6 +497,70 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
         primal_objective=primal / div, dual_objective=dual / div, duality_gap=(primal - dual) / div,
         kkt_residual=kkt, n_iter=its, converged=bool(conv), rkhs_norm_=math.sqrt(max(float(alpha @ g), 0.0)),
         train_output_=da.from_array(g, chunks=(K.chunks[0],)), **extra,
+    )
+
+
+def hard_margin_svm(K, y, *, tol=None, max_iter=None, C_max=None, check_psd=True, chunk=None):
+    """``machines.hard_margin_svm`` on a square Dask Gram: the same soft-margin path (C = 1/λ growing tenfold,
+    warm-started, until no coefficient sits at C), each soft-margin SVM by :func:`_working_set_qp`; the columns
+    gathered for one C are kept for the next.  Same certificate (gap ≤ tol·max(1, P), margin violation ≤ √tol),
+    the same error for data not separable with margin ≥ 1/√C_max; ``tol`` defaults to 1e-10 (float64 on the client).
+    """
+    np = _np()
+    caller = "machines.hard_margin_svm"
+    loss = _m._get_loss("hinge", caller)
+    psd = _check_psd_option(check_psd, caller)
+    K, kmax, fro = check_gram(K, caller)
+    n = K.shape[0]
+    y = np.asarray(loss.check_targets(_host_vector(y, "y", n, caller), "y", caller=caller), dtype=np.float64)
+    if psd:
+        psd_test(K, fro, caller)
+    tol = 1e-10 if tol is None else check_real(tol, "tol", caller=caller, low=0.0, closed="right")
+    max_iter = max(1000, 10 * n) if max_iter is None else check_int(max_iter, "max_iter", caller=caller, low=1)
+    if chunk is not None:
+        chunk = check_int(chunk, "chunk", caller=caller, low=1)
+    diag = np.asarray(_dask.diagonal(K), dtype=np.float64)
+    scale = float(np.mean(diag))
+    if scale <= 0:
+        raise InvalidParameterError(f"The 'K' parameter of {caller} is zero on the diagonal: no point can be separated.")
+    C_max = 1e12 / scale if C_max is None else check_real(C_max, "C_max", caller=caller, low=0.0, closed="right")
+    xp = _xp()
+    cols = _Columns(K)
+    C, alpha, its_total = min(1.0 / scale, C_max), None, 0
+    while True:
+        lam = 1.0 / C
+        lo, hi, _, _ = _m._qp_bounds(y, loss, lam, xp)
+
+        def gap_fn(a, g, lam=lam):
+            return _m._primal_from_g(a, g, y, loss, lam, xp), _m._dual_from_g(a, g, y, loss, lam, xp)
+
+        alpha, g, its, _conv = _working_set_qp(cols, y, lo, hi, 0.0, 0.0, gap_fn, tol, max_iter, float(np.max(diag)),
+                                               chunk, alpha0=alpha)
+        its_total += its
+        if not np.any(y * alpha >= C * (1 - 1e-9)):
+            break
+        if C >= C_max:
+            raise InvalidParameterError(
+                f"The data given to {caller} are not separable in the RKHS of K with geometric margin >= "
+                f"1/sqrt(C_max) = {1 / math.sqrt(C_max):.3g} (soft-margin SVM with C = {C:.3g} still has coefficients "
+                "at the bound C). Use a soft margin (machines.fit(K, y, 'hinge', lam))."
+            )
+        C = min(10.0 * C, C_max)
+    norm2 = float(alpha @ g)
+    primal, dual = 0.5 * norm2, float(y @ alpha) - 0.5 * norm2
+    infeas = max(0.0, 1.0 - float(np.min(y * g)))
+    _finite_or_error(kmax, K.dtype, y, 0.0, primal, dual, infeas, alpha)
+    conv = primal - dual <= tol * max(1.0, primal) and infeas <= math.sqrt(tol)
+    if not conv:
+        warnings.warn(f"{caller} on the Dask Gram: gap {primal - dual:.3g}, margin violation {infeas:.3g}.",
+                      _m.ConvergenceWarning, stacklevel=3)
+    da = _dask._da()
+    return DaskKernelMachine(
+        alpha_=da.from_array(alpha, chunks=(K.chunks[0],)), loss=loss, lam=0.0, lam_sum=0.0, reduction="sum",
+        primal_objective=primal, dual_objective=dual, duality_gap=primal - dual, kkt_residual=infeas,
+        n_iter=its_total, converged=bool(conv), rkhs_norm_=math.sqrt(max(norm2, 0.0)),
+        train_output_=da.from_array(g, chunks=(K.chunks[0],)), max_working_set=cols.max_width,
+        columns_gathered=cols.gathered, distinct_columns=int(np.sum(cols.seen)),
     )
 
 

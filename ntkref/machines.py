@@ -676,9 +676,14 @@ def hard_margin_svm(K, y, *, tol=None, max_iter=None, C_max=None, check_psd=True
     Notes
     -----
     Validation runs on K's device; so does the soft-margin path (active-set solves), except for a
-    non-NumPy K with n ≤ 4096, an explicit host step as in :func:`solve`.
+    non-NumPy K with n ≤ 4096, an explicit host step as in :func:`solve`.  A Dask K takes the same path with
+    working sets of gathered columns (as :func:`solve` on Dask; ``check_psd`` the Lanczos test).
     """
     caller = "machines.hard_margin_svm"
+    if _dask.is_dask(K):  # the same path by ntkref._dask_machines (working sets of gathered columns)
+        from . import _dask_machines
+
+        return _dask_machines.hard_margin_svm(K, y, tol=tol, max_iter=max_iter, C_max=C_max, check_psd=check_psd)
     loss = _losses.get("hinge")
     K, y, loss, _, _, xp = _prepare(K, y, loss, 1.0, "sum", caller, psd=check_psd)
     n = K.shape[0]

@@ -384,6 +384,33 @@ def test_working_set_gathers_only_part_of_K_when_few_points_are_support_vectors(
         assert np.max(np.abs(m.alpha_.compute() - ref.alpha_)) <= 1e-10 * np.abs(ref.alpha_).max()
 
 
+def test_hard_margin_svm_on_dask(client):
+    """Separable clusters: machines.hard_margin_svm on the Dask Gram equals the dense one, satisfies the
+    hard-margin KKT conditions written out here (yᵢgᵢ ≥ 1, yᵢαᵢ ≥ 0, αᵢ(yᵢgᵢ − 1) = 0) and primal = dual
+    (½‖β‖² = yᵀα − ½αᵀKα); a point repeated with both labels (not separable) is refused, naming C_max."""
+    rng = np.random.default_rng(7)
+    n = 160
+    y = np.where(np.arange(n) % 2 == 0, 1.0, -1.0)
+    X = 0.5 * rng.standard_normal((n, 6))
+    X[:, 0] += 1.5 * y
+    K = kernels.fc(X, depth=1, get="ntk").ntk
+    Kd = da.from_array(K, chunks=(50, 50)).persist()
+    ref = machines.hard_margin_svm(K, y)
+    m = machines.hard_margin_svm(Kd, y)
+    assert isinstance(m, machines.KernelMachine) and m.converged and m.lam == 0.0
+    alpha, g = m.alpha_.compute(), m.train_output_.compute()
+    np.testing.assert_allclose(alpha, ref.alpha_, rtol=0, atol=1e-9 * np.abs(ref.alpha_).max())
+    np.testing.assert_allclose(g, K @ alpha, rtol=0, atol=1e-12 * np.abs(K).max() * np.abs(alpha).sum())
+    scale = np.abs(alpha).max()
+    assert np.all(y * g >= 1 - 1e-9) and np.all(y * alpha >= 0)
+    assert np.max(np.abs(alpha * (y * g - 1))) <= 1e-9 * scale
+    assert abs(0.5 * alpha @ K @ alpha - (y @ alpha - 0.5 * alpha @ K @ alpha)) <= 1e-9 * (y @ alpha)
+    X[1] = X[0]  # a point repeated with the other label: no margin at all
+    K_bad = kernels.fc(X, depth=1, get="ntk").ntk
+    with pytest.raises(InvalidParameterError, match="C_max"):
+        machines.hard_margin_svm(da.from_array(K_bad, chunks=(50, 50)).persist(), y, C_max=1e3, check_psd=False)
+
+
 @pytest.mark.parametrize("lam,reduction", [(0.1, "sum"), (1e-3, "sum"),
                                             pytest.param(1e-5, "mean", marks=pytest.mark.slow)])
 def test_logistic_on_dask_equals_numpy_newton(client, lam, reduction):
