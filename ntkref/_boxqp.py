@@ -250,13 +250,14 @@ def _chunked_qp(K, y, lo, hi, eps, shift, gap_fn, tol, max_iter, xp, alpha0=None
     g = Kα from the rows of the support only (|S|·n, not n²), evaluates the duality gap of the full
     problem, and tests the optimality of αᵢ = 0 outside W with one prox step (KKT).  The next W is
     W, plus the worst violators outside W (at least ``chunk``, at most |W| of them); once |W| exceeds
-    twice |S| + ``chunk`` (S the support), the zeros of W are dropped first (shrinking).  Each round that adds a violator lowers the objective
-    strictly (a violator is a descent direction), so no working set repeats and the loop ends; the gap
+    twice |S| + ``chunk`` (S the support), the zeros of W are dropped first (shrinking).  Each round that
+    adds a violator lowers the objective strictly (a violator is a descent direction), so no working set repeats and the loop ends; the gap
     certifies the result.  If W's solve passes its (coarse, drift-safe) rounding threshold with no violator
     outside W but the gap is still above tol, the solves continue with the tight per-coordinate threshold of
     :func:`_active_set_qp` (measured: a rank-20 linear kernel, n = 500, ε-insensitive, λ = 0.001 stopped at
-    relative gap 8e-7 with the coarse one, and reaches 1e-12 after 2 more iterations with the tight one).  All matrix work is in K's namespace on K's device; the host reads O(1)
-    scalars and the working-set size per round.  Returns (alpha, g, total inner iterations, converged).
+    relative gap 8e-7 with the coarse one, and reaches 1e-12 after 2 more iterations with the tight one).
+    All matrix work is in K's namespace on K's device; the host reads O(1) scalars and the working-set size
+    per round.  Returns (alpha, g, total inner iterations, converged).
 
     Precision: the arithmetic runs in the dtype of ``y`` (and of ``lo``, ``hi``, ``alpha0``).  A caller with a
     float32 K passes them in float64: the working-set matrices and the support rows are converted exactly, and
