@@ -776,10 +776,12 @@ def rkhs_norm(alpha, K, *, check_psd=False):
     r"""‖β‖_H = √(αᵀKα) for β = Σ αᵢ Φ(xᵢ) (negative rounding clamped to 0).
 
     Computed scale-free (α and K divided by powers of two first), so it is finite and exact to rounding for
-    every finite α and K, e.g. α ~ 1e300 where αᵀKα itself overflows."""
+    every finite α and K, e.g. α ~ 1e300 where αᵀKα itself overflows; float32 inputs in float64 arithmetic
+    (the value of the float32 numbers given, as a float32 solve's ``rkhs_norm_``)."""
     K = _check_gram(K, "machines.rkhs_norm", psd=check_psd)
     xp = namespace(K)
     alpha = check_array(alpha, "alpha", caller="machines.rkhs_norm", xp=xp, shape=(K.shape[0],), like=K)
+    alpha, K = _float64(xp, alpha, K)  # float32 inputs evaluated in float64, as the objectives
     # scale-free: α = 2^a·ᾱ, K = 4^k·K̄ (powers of two: exact, so results at ordinary scales are unchanged bit
     # for bit) and ‖β‖ = 2^(a+k)·√(ᾱᵀK̄ᾱ), finite for α ~ 1e300 or K ~ 1e300 (αᵀKα itself would overflow)
     a_max, k_max = _read(xp, xp.max(xp.abs(alpha)), xp.max(xp.abs(K)))

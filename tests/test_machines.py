@@ -393,6 +393,9 @@ def test_float32_solves_are_certified_against_the_feature_space_primal(name, lam
     P = lam / 2 * beta @ beta + np.sum(_loss_np(name, X @ beta, y))
     assert km.primal_objective == pytest.approx(P, rel=1e-12)  # the objective of the α returned
     assert 0 <= km.duality_gap <= 1e-4 * max(1.0, P)
+    # ‖β‖ of the α returned, as the solve reports it and as rkhs_norm evaluates float32 inputs (in float64)
+    assert km.rkhs_norm_ == pytest.approx(np.linalg.norm(beta), rel=1e-12)
+    assert machines.rkhs_norm(km.alpha_, asxp(K.astype(np.float32))) == pytest.approx(np.linalg.norm(beta), rel=1e-12)
     beta_star = _primal_oracle(name, X, y, lam)
     P_star = lam / 2 * beta_star @ beta_star + np.sum(_loss_np(name, X @ beta_star, y))
     assert P - P_star <= km.duality_gap + 1e-9 * P
