@@ -284,9 +284,13 @@ def _unit_direction(g, norm, xp):
 def project_ball(z, x, eps, norm="linf"):
     r"""Euclidean-style projection Π_{B_ε(x)}(z) onto the ε-ball around each row of ``x``.
 
-    ℓ∞: x + clip(z − x, −ε, ε) (the exact Euclidean projection onto the box).  ℓ2: x + (z − x)·min(1, ε/‖z − x‖₂)
-    (the exact Euclidean projection onto the ℓ2 ball).  Both are nonexpansive and fix the points of the
-    ball, which is why PGD's steps satisfy seed 003 (3.2)'s ‖r_t‖_p ≤ α.
+    ℓ∞: x + clip(z − x, −ε, ε) (the exact Euclidean projection onto the box).  ℓ2: z if ‖z − x‖₂ ≤ ε, else
+    x + ε·(z − x)/‖z − x‖₂ (the exact Euclidean projection onto the ℓ2 ball).  Both are nonexpansive and fix the
+    points of the ball, which is why PGD's steps satisfy seed 003 (3.2)'s ‖r_t‖_p ≤ α.
+
+    ℓ2 is computed scale-safely: the unit direction from (z − x)/max|z − x| (no overflow or underflow of the
+    norm, nor of ε/‖z − x‖), and from z/2 − x/2 in the rows with an entry ≥ max float/2 (where z − x may
+    overflow).
     """
     caller = "project_ball"
     xp = namespace(z, x)
@@ -297,13 +301,23 @@ def project_ball(z, x, eps, norm="linf"):
             f"The 'z' parameter of {caller} must have the shape of 'x' {tuple(x.shape)}; got {tuple(z.shape)}.")
     norm = check_option(norm, "norm", NORMS, caller=caller)
     eps = check_real(eps, "eps", caller=caller, low=0.0)
-    r = z - x
     if norm == "linf":
-        return x + xp.clip(r, -eps, eps)
+        with np.errstate(over="ignore"):  # z − x = ±inf (finite entries of opposite signs) clips to ±ε: exact
+            return x + xp.clip(z - x, -eps, eps)
+    # rows with an entry of magnitude ≥ max/2 may overflow z − x: there r = z/2 − x/2 (halving is exact for such
+    # rows' normal numbers; a subnormal entry loses at most its last bit, far below the row's scale), ‖z − x‖ = 2‖r‖
+    half_max = float(xp.finfo(x.dtype).max) / 2
+    big = xp.any((xp.abs(z) >= half_max) | (xp.abs(x) >= half_max), axis=1, keepdims=True)
+    r = xp.where(big, z / 2, z) - xp.where(big, x / 2, x)
     nrm, gs, scale = _row_norm_scaled(r, xp)
-    length = nrm * scale
-    factor = xp.where(length > eps, eps / xp.where(length > 0, length, xp.ones_like(length)), xp.ones_like(length))
-    return x + r * factor
+    # ‖z − x‖ > ε ⇔ nrm > (ε or ε/2)/scale, with nrm ∈ [1, √d]: the quotient can only under- or overflow far from
+    # that interval (nrm·scale itself may overflow)
+    thr = xp.where(big, xp.full_like(nrm, eps / 2), xp.full_like(nrm, eps))
+    with np.errstate(over="ignore"):  # ε/scale = inf only where ‖z − x‖ ≪ ε: compares correctly
+        outside = (scale > 0) & (nrm > thr / xp.where(scale > 0, scale, xp.ones_like(scale)))
+    # the projected point is x + ε·u with u = gs/nrm a unit vector (never r·ε/‖r‖: ε/‖r‖ may underflow)
+    u = gs / xp.where(scale > 0, nrm, xp.ones_like(nrm))
+    return xp.where(outside, x + eps * u, z)
 
 
 def _attack_args(x, eps, norm, domain, caller):

@@ -864,3 +864,62 @@ def test_public_functions_keep_the_inputs_device(name):
     for a in arrays:
         assert array_api_compat.is_array_api_strict_namespace(array_api_compat.array_namespace(a)), type(a)
         assert array_api_compat.device(a) == dev
+
+
+# ------------------------------------------------------------ ℓ2 projection at extreme scales (review defect 10)
+def _exact_projection(z, x, eps):
+    """Π(z) = z if ‖z − x‖₂ ≤ ε else x + ε(z − x)/‖z − x‖₂, per row, in 200-bit arithmetic (mpmath); also u."""
+    import mpmath
+
+    with mpmath.workprec(200):
+        out, units = [], []
+        for zi, xi in zip(z, x):
+            r = [mpmath.mpf(float(a)) - mpmath.mpf(float(b)) for a, b in zip(zi, xi)]
+            nr = mpmath.sqrt(mpmath.fsum(c * c for c in r))
+            u = [c / nr for c in r] if nr > 0 else [mpmath.mpf(0)] * len(r)
+            units.append([float(c) for c in u])
+            out.append([mpmath.mpf(float(a)) for a in zi] if nr <= eps else
+                       [mpmath.mpf(float(b)) + mpmath.mpf(eps) * c for b, c in zip(xi, u)])
+        return out, np.array(units)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_l2_projection_is_exact_at_every_scale(dtype, xp, asxp, tonp):
+    """Against the 200-bit projection: rows whose difference z − x overflows (|z|, |x| ~ max float, opposite signs:
+    was inf), whose ‖z − x‖ overflows though z − x does not, huge neighbours with a small difference, ε/‖z − x‖
+    below the smallest float (‖z − x‖ ~ 1e300, ε = 1e-10), tiny rows, ordinary rows, rows inside the ball.
+    Error allowed: the unit vector's rounding, (d + 6)·eps·ε·|u_j|, plus one ulp of the result."""
+    big = float(np.finfo(dtype).max) * 0.999
+    top = np.nextafter(dtype(big), dtype(0))
+    ulp_top = float(dtype(big)) - float(top)
+    tiny = float(np.finfo(dtype).tiny)
+    rows = [  # (z, x, ε)
+        ([big, 0.0], [-big, 0.0], 1.0),
+        ([big, big * 1e-8], [-big, 0.0], 1.0),
+        ([big, big], [-big, -big], big / 4),
+        ([big * 0.8, big * 0.8], [0.0, 0.0], 1.0),  # z − x finite, ‖z − x‖ overflows
+        ([big, 5.0], [float(top), 0.0], 10.0 * ulp_top),  # huge neighbours, inside the ball: z itself
+        ([big, 5.0], [float(top), 0.0], 0.1 * ulp_top),  # ... and outside
+        ([3.0, -1.0], [1.0, 0.5], 0.5),
+        ([3.0, -1.0], [1.0, 0.5], 5.0),  # inside
+        ([1e30, -3e30], [0.0, 0.0], 1e-10) if dtype == np.float32 else ([1e300, -3e300], [0.0, 0.0], 1e-10),
+        ([tiny * 2**20, -tiny * 2**19], [0.0, tiny * 2**18], tiny * 2**10),
+    ]
+    z = np.array([r[0] for r in rows], dtype=dtype)
+    x = np.array([r[1] for r in rows], dtype=dtype)
+    assert np.all(np.isfinite(z)) and np.all(np.isfinite(x))
+    fe = float(np.finfo(dtype).eps)
+    for i, (_, _, eps) in enumerate(rows):
+        got = tonp(adv.project_ball(asxp(z[i:i + 1]), asxp(x[i:i + 1]), eps, "l2"))[0]
+        assert got.dtype == dtype and np.all(np.isfinite(got)), (i, got)
+        exact, u = _exact_projection(z[i:i + 1], x[i:i + 1], eps)
+        ref = np.array([float(c) for c in exact[0]])
+        err = np.array([abs(float(exact[0][j] - float(got[j]))) for j in range(2)])
+        allowed = (2 + 6) * fe * eps * np.abs(u[0]) + np.spacing(np.abs(ref).astype(dtype)).astype(float)
+        assert np.all(err <= allowed), (i, got, ref, err, allowed)
+        if i in (4, 7):  # inside the ball: z unchanged, bit for bit
+            assert np.array_equal(got, z[i])
+    # the defect's own example: x + ε·e₁ = x exactly (1 is far below the spacing at 1.7e308)
+    if dtype == np.float64:
+        got = tonp(adv.project_ball(asxp(np.array([[1.7e308, 0.0]])), asxp(np.array([[-1.7e308, 0.0]])), 1.0, "l2"))
+        np.testing.assert_array_equal(got, [[-1.7e308, 0.0]])
