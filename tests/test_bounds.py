@@ -1,6 +1,7 @@
 """Gap bounds (Thm 3.5 / App. F, corrected), PL condition, generalisation bound (App. B)."""
 import math
 import os
+import zlib
 
 import numpy as np
 import pytest
@@ -41,6 +42,123 @@ def test_discrete_bound_is_exact_for_the_extremal_recursion():
     for k in range(K):
         e = (1 - lr * lam + lr * 0.5) * e + lr
     assert out[-1] == pytest.approx(e, rel=1e-12)
+
+
+# ------------------------------------------------------------------ the exponentially weighted integral
+# ∫₀ᵀ e^{r(T−s)} a(s) ds for the piecewise-linear a through (tₖ, aₖ): gronwall_gap_bound (r = c − λ),
+# convex_gap_bound (r = −λ) and printed_gap_bound (r = −λ, times e^{(1−e^{−λT})c/λ}) all reduce to it.
+
+
+def _quad_piecewise(t, a, rate):
+    """Independent route: scipy quad of e^{r(T−s)}·(linear interpolation of a) on every step (no closed form)."""
+    from scipy.integrate import quad
+
+    T = t[-1]
+    total = 0.0
+    for k in range(len(t) - 1):
+        t0, t1, a0, a1 = t[k], t[k + 1], a[k], a[k + 1]
+
+        def f(s, t0=t0, t1=t1, a0=a0, a1=a1):
+            return math.exp(rate * (T - s)) * (a0 + (a1 - a0) * (s - t0) / (t1 - t0))
+
+        total += quad(f, t0, t1, epsabs=0.0, epsrel=1e-13, limit=200)[0]
+    return total
+
+
+def _nonuniform_grid(rng, kind):
+    """Strictly increasing grids whose steps are ≪ 1, ≫ 1 or both (spanning 1e-3 .. 1e2)."""
+    steps = {"small": 10.0 ** rng.uniform(-3, -1, 12), "large": 10.0 ** rng.uniform(0.3, 2, 6),
+             "mixed": 10.0 ** rng.uniform(-3, 2, 12)}[kind]
+    t0 = rng.uniform(-1, 1)
+    return np.concatenate([[t0], t0 + np.cumsum(steps)])
+
+
+@pytest.mark.parametrize("kind", ["small", "large", "mixed"])
+@pytest.mark.parametrize("lam", [0.0, 1e-12, 1e-6, 0.05, 0.7, 3.0])
+def test_weighted_integral_matches_quadrature_on_nonuniform_grids(asxp, kind, lam):
+    """The three continuous bounds against scipy quad of the same integrand on random non-uniform grids with a
+    non-constant drift (rates r = −λ and r = c − λ of both signs; λ·h from 0 through tiny, where the series
+    branch of the step weights is used, to ≫ 1).  The code before the fix multiplied the linear part
+    ∫₀ʰ e^{r(h−s)} (s/h) ds = (eˣ − 1 − x)/(r x) (x = r·h) by an extra h: for t = [0, 0.1], a = [0, 1], λ = 1 it
+    returned 0.004837 instead of ∫₀^0.1 e^{−(0.1−s)} (s/0.1) ds = 0.048374 — an unsound bound ten times too
+    small (and h times too large for h > 1); unit steps and constant drifts, the earlier tests, hide it."""
+    rng = np.random.default_rng(zlib.crc32(f"{kind} {lam}".encode()))
+    t = _nonuniform_grid(rng, kind)
+    T = t[-1] - t[0]
+    if lam * T > 600:  # keep e^{λT}-sized weights inside quad's comfortable range
+        t = t[0] + (t - t[0]) * (600 / (lam * T))
+    b = rng.uniform(0.0, 2.0, t.size)  # non-constant, non-negative
+    lmin, lmax = 0.3, 2.5
+    got = bounds.convex_gap_bound(asxp(t), asxp(b), lam, (lmin, lmax))
+    ref = math.sqrt(lmax) * _quad_piecewise(t, b, -lam)
+    assert got == pytest.approx(ref, rel=1e-9, abs=0.0)
+    if lam > 0:  # logistic: ρ = 1, β_l = ¼, so a = √n·drift and c = ‖Θ̂₀‖/4; r = c − λ = ±λ/2
+        n = 3
+        for k0 in (2.0 * lam, 6.0 * lam):
+            rate = k0 / 4 - lam
+            got = bounds.gronwall_gap_bound(asxp(t), asxp(b), lam, "logistic", k0, n)
+            assert got == pytest.approx(math.sqrt(n) * _quad_piecewise(t, b, rate), rel=1e-9, abs=0.0)
+        k0 = 2.0 * lam
+        printed = bounds.printed_gap_bound(asxp(t), asxp(b), lam, "logistic", k0, n)
+        factor = math.exp((1 - math.exp(-lam * (t[-1]))) * (k0 / 4) / lam)
+        assert printed == pytest.approx(factor * math.sqrt(n) * _quad_piecewise(t, b, -lam), rel=1e-9, abs=0.0)
+
+
+@pytest.mark.parametrize("x", [0.0, 1e-14, -1e-14, 5e-9, -5e-9, 2e-8, 1e-6, -1e-3, 0.3, -0.7, 1 - 2**-52, 1.0,
+                               1 + 2**-52, -(1 - 2**-52), -1.0, -(1 + 2**-52), 7.0, -40.0])
+@pytest.mark.parametrize("h", [1e-3, 1.0, 250.0])
+def test_one_step_weights_against_mpmath(x, h):
+    """One step [0, h] with x = r·h around the branch switch |x| = 1 and in the small-|x| range, against the
+    50-digit values ∫₀ʰ e^{r(h−s)} ds = h(eˣ − 1)/x and ∫₀ʰ e^{r(h−s)} (s/h) ds = h(eˣ − 1 − x)/x² (drifts
+    [1, 1] and [0, 1] on convex_gap_bound, r = −λ).  Before the fix |x| < 1e-8 used (h, h/2), off by a relative
+    x/2 and x/3 (5e-9 → 2.5e-9, below the integral: unsound), and just above 1e-8 the closed form lost
+    2eps/|x| to the cancellation of eˣ − 1 − x (2e-8 → 1e-8)."""
+    import mpmath as mp
+
+    mp.mp.dps = 50
+
+    def weights(X):  # h·E₁(X), h·E₂(X) in 50 digits
+        if X == 0:
+            return mp.mpf(h), mp.mpf(h) / 2
+        return mp.mpf(h) * mp.expm1(X) / X, mp.mpf(h) * (mp.expm1(X) - X) / X**2
+
+    if x <= 0:  # r = −λ ≤ 0 through convex_gap_bound
+        lam = -x / h
+        w0, w1 = weights(-mp.mpf(lam) * mp.mpf(h))  # the rounded r·h the code sees, exactly
+        eig = (1.0, 1.0)
+        assert bounds.convex_gap_bound([0.0, h], [1.0, 1.0], lam, eig) == pytest.approx(float(w0), rel=1e-14, abs=0)
+        assert bounds.convex_gap_bound([0.0, h], [0.0, 1.0], lam, eig) == pytest.approx(float(w1), rel=1e-14, abs=0)
+    # r = c − λ = x/h (either sign) through gronwall_gap_bound (logistic: c = ‖Θ̂₀‖/4, a = drift for n = 1)
+    r = x / h
+    lam_g = 1.0 + abs(r)
+    k0 = 4 * (r + lam_g)
+    v0, v1 = weights((mp.mpf(k0) / 4 - mp.mpf(lam_g)) * mp.mpf(h))
+    got0 = bounds.gronwall_gap_bound([0.0, h], [1.0, 1.0], lam_g, "logistic", k0, 1)
+    got1 = bounds.gronwall_gap_bound([0.0, h], [0.0, 1.0], lam_g, "logistic", k0, 1)
+    # the code rounds c − λ (up to eps·(c + λ) absolutely), then times h: allow that conditioning
+    rel = 1e-14 + 4 * 2.0**-52 * (k0 / 4 + lam_g) * h * (1 + abs(x))
+    assert got0 == pytest.approx(float(v0), rel=rel, abs=0)
+    assert got1 == pytest.approx(float(v1), rel=rel, abs=0)
+
+
+def test_bound_is_above_the_exact_gap_of_the_extremal_system_on_a_nonuniform_grid():
+    """The extremal system u′ = (c − λ)u + a(t), u(0) = 0 satisfies App. F's integral inequality with equality,
+    so u(T) = ∫₀ᵀ e^{(c−λ)(T−s)} a(s) ds is a gap the bound must cover.  With a convex drift a(t) = 0.1 + t² the
+    piecewise-linear interpolation on any grid lies above a, so the bound must be ≥ u(T) (solved here by an ODE
+    integrator, an independent route) and exceed it by at most the interpolation error
+    max_k hₖ²/8·max|a″| · ∫₀ᵀ e^{(c−λ)(T−s)} ds.  The old formula gave 0.50 of u(T) on this grid (steps 0.05..0.4)."""
+    from scipy.integrate import solve_ivp
+
+    lam, k0 = 1.0, 2.0  # logistic: c = ½, r = −½
+    rate = k0 / 4 - lam
+    steps = np.array([0.05, 0.4, 0.1, 0.3, 0.05, 0.2, 0.35, 0.15, 0.4, 0.05, 0.25])
+    t = np.concatenate([[0.0], np.cumsum(steps)])
+    T = t[-1]
+    sol = solve_ivp(lambda s, u: rate * u + 0.1 + s**2, (0.0, T), [0.0], rtol=1e-12, atol=1e-14)
+    u_T = sol.y[0, -1]
+    bound = bounds.gronwall_gap_bound(t, 0.1 + t**2, lam, "logistic", k0, 1)
+    excess = steps.max() ** 2 / 8 * 2.0 * math.expm1(rate * T) / rate
+    assert u_T <= bound <= u_T + excess, (u_T, bound, excess)
 
 
 def _nn_vs_km(width, depth, loss, lam, lr, steps, seed, n=10, regularize="from_init"):
