@@ -787,6 +787,12 @@ def regularized_flow(K, Y, zeta, times, *, lr=1.0, f0=None, K_test=None, f0_test
 
     ζ = 0 is (1.29) with Θ₀ = K and η replaced by 2η/N (see :func:`linearized_mse_flow`).
 
+    A singular K (ζ = 0): eigenvalues w ≤ N·eps·w_max are exactly 0 (rounding cannot tell them from 0), so
+    the flow stays in f₀ + range(K) at every t: along null(K) f(X) keeps f₀'s component and the test terms
+    vanish (K(x, X)v = 0 when Kv = 0).  As t → ∞, f(X) → f₀(X) + P(Y − f₀(X)) with P the projection onto
+    range(K), and f(x) → f₀(x) + K(x, X)K⁺(Y − f₀(X)) (the min-norm interpolant); duplicate points get the
+    mean of their targets.
+
     Parameters
     ----------
     K : (N, N) symmetric PSD; it must be positive definite only when ``f0`` and ``K_test`` are both given
@@ -816,7 +822,13 @@ def regularized_flow(K, Y, zeta, times, *, lr=1.0, f0=None, K_test=None, f0_test
     ridge = zeta * n
     need_pd = K_test is not None and nonzero_f0 and ridge > 0
     w, V = _pd_eigh(K, "K", caller, xp, need_pd=need_pd)
-    w = xp.where(w > 0, w, xp.zeros_like(w))  # rounding-level negatives of a PSD matrix
+    # eigenvalues at rounding level (w ≤ n·eps·w_max, and the negatives of a PSD K) are exactly 0: eigh is
+    # backward stable (its w are those of K + E, ‖E‖₂ ≲ n·eps·‖K‖₂), so such a direction cannot be told from
+    # null(K); fitting it would move the flow out of range(K) at t ≳ N/(2η·n·eps·w_max) (duplicate points with
+    # different targets got different outputs).  Along null(K) f stays f₀ and K(x, X)v = 0 (for a kernel,
+    # K v = 0 ⇒ K(x, X) v = 0): the test terms there are exactly 0.
+    in_range = w > n * _eps(K.dtype, xp) * max(float(xp.max(w)), 0.0)
+    w = xp.where(in_range, w, xp.zeros_like(w))
     c = 2.0 * lr / n
     Vt = xp.matrix_transpose(V)
     y_t, f0_t = Vt @ Y, Vt @ f0
@@ -841,11 +853,12 @@ def regularized_flow(K, Y, zeta, times, *, lr=1.0, f0=None, K_test=None, f0_test
         m = Kt.shape[0]
         coef = gain * y_t[None, :]
         if nonzero_f0:
-            if ridge > 0:
-                inv_w = 1.0 / w
+            if ridge > 0:  # need_pd: every w > 10·n·eps·w_max
+                inv_w = 1.0 / xp.where(in_range, w, xp.ones_like(w))
                 coef = coef - (one_minus_E * inv_w[None, :]) * f0_t[None, :]
             else:
                 coef = coef - (c * t[:, None] * _phi1(bt, xp)) * f0_t[None, :]
+        coef = xp.where(in_range[None, :], coef, xp.zeros_like(coef))  # K(x, X)v = 0 on null(K)
         test = coef @ xp.matrix_transpose(Kt @ V)
         if f0_test is not None:
             test = test + _check_values(f0_test, "f0_test", caller, m, xp, K.dtype, ndim=1, like=K)[None, :]
@@ -900,7 +913,8 @@ def linearized_mse_flow(K, Y, times, *, lr=1.0, f0=None, K_test=None, f0_test=No
     - ``reduction="mean"``: loss (1/N)Σᵢ ½(f(xᵢ) − yᵢ)² of (1.3), η_eff = η/N.
 
     **Seed convention**: (1.29) is stated after (1.3)'s 1/N mean but only holds for the sum (or with η/N).
-    Evaluated as :func:`regularized_flow` with ζ = 0 and lr = η_eff·N/2; Θ₀ may be singular.
+    Evaluated as :func:`regularized_flow` with ζ = 0 and lr = η_eff·N/2; Θ₀ may be singular (its
+    rounding-level eigenvalues count as 0: as t → ∞ the test outputs tend to f₀(x) + Θ₀(x, X)Θ₀⁺(Y − f₀(X))).
     """
     caller = "linearized_mse_flow"
     check_option(reduction, "reduction", ("sum", "mean"), caller=caller)

@@ -1117,3 +1117,53 @@ def test_public_functions_keep_the_inputs_device(name):
     for a in arrays:
         assert array_api_compat.is_array_api_strict_namespace(array_api_compat.array_namespace(a)), type(a)
         assert array_api_compat.device(a) == dev
+
+
+def test_zero_ridge_flow_on_duplicate_points_stays_in_the_range_of_K(asxp, tonp):
+    """Θ₀ singular because two training points coincide (rows 0 and 1 of K equal), with different targets:
+    f(x₀) = f(x₁) at every t ≤ 1e300, and as t → ∞ the flow tends to f₀ + P(Y − f₀) with P the projection onto
+    range(K) = {v : v₀ = v₁} (the pair gets the mean of its residuals), and on test points to
+    f₀(x) + K(x, X)K⁺(Y − f₀) = f₀(x) + K(x, X₁₉)K₁₉⁻¹ r̄ (19 distinct points, residual averaged over the pair).
+    The rounding-level eigenvalue (4.5e-16) was fitted: at t = 1e16 the pair had outputs 0.189 and 0.311, and the
+    test outputs were 0.12 off the min-norm interpolant."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((25, 4))
+    X[1] = X[0]
+    nr = np.linalg.norm(X, axis=1)
+    cos = np.clip(X @ X.T / np.outer(nr, nr), -1, 1)
+    th = np.arccos(cos)
+    G = np.outer(nr, nr) * (2 * cos * (np.pi - th) + np.sin(th)) / np.pi  # ReLU NTK (one hidden layer), data only
+    G = (G + G.T) / 2
+    K, Kt = G[:20, :20], G[20:, :20]
+    assert np.array_equal(K[0], K[1])
+    K19, Kt19 = K[1:, 1:], Kt[:, 1:]
+    w19 = np.linalg.eigvalsh(K19)
+    assert w19[0] > 1e-6 * w19[-1]
+    Y = rng.standard_normal(20)
+    Y[1] = -Y[0] + 0.5
+    T = [0.0, 1.0, 1e10, 1e16, 1e300]
+
+    def limits(f0, f0t):
+        r = Y - f0
+        rbar = r[1:].copy()
+        rbar[0] = (r[0] + r[1]) / 2
+        return f0 + np.concatenate([[rbar[0]], rbar]), f0t + Kt19 @ np.linalg.solve(K19, rbar), r
+
+    fl = R.linearized_mse_flow(asxp(K), asxp(Y), T, K_test=asxp(Kt))
+    tr, te = f64(tonp, fl.train), f64(tonp, fl.test)
+    assert np.all(np.isfinite(tr)) and np.all(np.isfinite(te))
+    assert np.abs(tr[:, 0] - tr[:, 1]).max() <= 1e-12
+    lim, lim_t, r = limits(np.zeros(20), np.zeros(5))
+    assert abs(lim[0] - 0.25) < 1e-15
+    for k in (-2, -1):  # t = 1e16 is converged for the 19 distinct points
+        np.testing.assert_allclose(tr[k], lim, rtol=0, atol=1e-10)
+        np.testing.assert_allclose(te[k], lim_t, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(te[-1], Kt @ np.linalg.lstsq(K, Y, rcond=1e-10)[0], rtol=0, atol=1e-9)  # pinv route
+    # an initial function outside the range (f₀(x₀) ≠ f₀(x₁)): only its component in range(K) is trained away
+    f0, f0t = 0.3 * rng.standard_normal(20), 0.3 * rng.standard_normal(5)
+    fl = R.regularized_flow(asxp(K), asxp(Y), 0.0, T, lr=0.7, f0=asxp(f0), K_test=asxp(Kt), f0_test=asxp(f0t))
+    tr, te = f64(tonp, fl.train), f64(tonp, fl.test)
+    assert np.abs((tr[:, 0] - tr[:, 1]) - (f0[0] - f0[1])).max() <= 1e-12
+    lim, lim_t, _ = limits(f0, f0t)
+    np.testing.assert_allclose(tr[-1], lim, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(te[-1], lim_t, rtol=0, atol=1e-9)
