@@ -227,7 +227,8 @@ def _phi(mu, t, xp):
     x = mu * t
     small = x < 1e-5
     safe_mu = xp.where(small, xp.ones_like(mu), mu)
-    series = t * (1 - x / 2 + x * x / 6)  # error (μt)³/24 < 5e-17 relative
+    xs = xp.where(small, x, xp.zeros_like(x))  # the series only where it is used (no overflow elsewhere)
+    series = t * (1 - xs / 2 + xs * xs / 6)  # error (μt)³/24 < 5e-17 relative
     return xp.where(small, series, -xp.expm1(-x) / safe_mu)
 
 
@@ -310,6 +311,11 @@ def gradient_flow(
       (Vᵀα)_k(t) = e^{−μ_k t}(Vᵀα₀)_k + 2c(Vᵀy)_k φ(μ_k, t) − 2c(Vᵀg₀)_k e^{−λt} φ(2cΛ_k, t),
       φ(μ, t) = (1 − e^{−μt})/μ.  λ = 0 is kernel regression, u(t) = y + e^{−2cKt}(u₀ − y)
       (seed 004 eq. (3) with ηH = 2cK: the factor 2 is that of (y − z)², which has no ½).
+      Eigenvalues Λ_k ≤ n·eps·Λ_max are exactly 0 (rounding cannot tell them from 0): there g keeps
+      e^{−λt}(Vᵀg₀)_k and α only e^{−λt}(Vᵀα₀)_k — the ODE's forcing of α along null(K) by the parts of y
+      and g₀ outside range(K) changes no output (Kv = 0 ⇒ K_test v = 0) and is dropped.  So the flow
+      stays in range(K) at every t: as t → ∞ with λ = 0 and g₀ = α₀ = 0, g → the projection of y onto
+      range(K) (the min-norm interpolant K K⁺y; duplicate points get the mean of their targets).
     - ``"events"`` — hinge and ε-insensitive (l′ piecewise constant): between events the
       effective derivative vector p is constant, so α(t₀+τ) = e^{−λτ}α(t₀) − p φ(λ, τ) and each
       gᵢ moves monotonically towards its rest point; the time a point reaches a kink of its loss
@@ -321,6 +327,10 @@ def gradient_flow(
       η → 0 limit of :func:`subgradient_descent`.
     - ``"dopri5"`` — any loss (used for logistic and squared hinge): Dormand–Prince 5(4) with
       error control ‖err/(atol + rtol·|α|)‖_∞ ≤ 1, landing exactly on the requested times.
+
+    The event loop and the step-size control are invariant under the scaling of K:
+    flow(sK, λ, t) = flow(K, λ/s, s·t) (same g and g_test, α divided by s; α₀ → α₀/s), since their
+    tolerances are relative to the time scale 1/(λ + c‖K‖_∞) and the l′ scale (tested for s = 1e±12).
 
     Parameters
     ----------
@@ -342,7 +352,9 @@ def gradient_flow(
         Σ l (eq. (7)) or (1/n)Σ l (App. A eq. (11)); mean with λ equals sum with nλ in time t/n.
     method : {"auto", "eigh", "events", "dopri5"}
     rtol, atol : float
-        Tolerances of ``"dopri5"``.
+        Tolerances of ``"dopri5"``; rtol ≥ 100·eps of the working precision (2.2e-14: float32 inputs
+        are integrated in float64), a smaller rtol is refused (the error control would only see
+        rounding and the step size would collapse).
     max_events, max_steps : int
         Safeguards of ``"events"`` and ``"dopri5"``.
 
@@ -353,8 +365,16 @@ def gradient_flow(
     Accuracy
     --------
     ``"eigh"`` and ``"events"`` are exact up to rounding: errors of order n·eps·‖K‖·t·(#events)
-    in float64 (≈1e-13 in the tests; float32: ≈1e-5).  ``"dopri5"``: the global error is
-    typically ≲ 10·rtol·|α|, reported as ``error_estimate``.
+    in float64 (≈1e-13 in the tests).  ``"dopri5"``: the global error is typically ≲ 10·rtol·|α|,
+    reported as ``error_estimate``.
+
+    float32: ``"events"`` and ``"dopri5"`` compute on exact float64 copies of the float32 inputs and
+    round the trajectory to float32 (returned on K's device): against the float64 flow of the same
+    float32 numbers the error is the final rounding, ≤ 6e-8·max(1, |g|) (n = 30 ReLU-NTK and RBF Grams,
+    hinge, ε-insensitive, squared hinge, logistic, λ ∈ {0.01, 0.1}, t ≤ 50; before, the float32 event loop
+    was off by up to 4.5e-2 and dopri5's rtol = 1e-9 < eps₃₂ collapsed its steps).  ``"eigh"`` runs in
+    float32 (one eigendecomposition; its rounding-level cut-off is n·eps₃₂·Λ_max): ≤ 3e-7·max(1, |g|)
+    on the same problems (λ ∈ {0, 0.01, 0.1}).
 
     Notes
     -----
@@ -402,18 +422,33 @@ def gradient_flow(
                g0_test=g0_test, xp=xp, times=ts)
     if method == "eigh":
         return _flow_squared(eig, **ctx)
+    # a float32 K: the event loop and Dormand-Prince run in float64 on exact copies of the float32 inputs,
+    # and the trajectory is rounded back to float32 (their tolerances, relative to eps, are then those
+    # of float64: the float32 event loop misjudged kinks and sliding sets, and dopri5's rtol fell below eps)
+    work = xp.float64 if dtype == xp.float32 else dtype
+    if work != dtype:
+        ctx.update({k: (xp.astype(v, work) if is_array(v) else v) for k, v in ctx.items() if k != "xp"})
     if method == "events":
-        max_events = check_int(max_events, "max_events", caller=caller, low=1)
         if is_numpy_namespace(xp):
-            return _flow_events(max_events=max_events, **ctx)
-        # explicit host step: the event loop is a sequence of small host decisions (which point
-        # reaches a kink first, the pivoting of the sliding set); on a GPU each would be a
-        # synchronisation.  The inputs go to the host once, the NumPy code runs there, and the
-        # trajectory comes back to K's device: identical to the NumPy computation.
-        host = {k: (to_numpy(v) if is_array(v) else v) for k, v in ctx.items() if k != "xp"}
-        traj = _flow_events(max_events=max_events, xp=namespace(host["K"]), **host)
-        return _trajectory_to(traj, xp, device_of(K))
-    return _flow_dopri(rtol=rtol, atol=atol, max_steps=check_int(max_steps, "max_steps", caller=caller, low=1), **ctx)
+            traj = _flow_events(max_events=max_events, **ctx)
+        else:
+            # explicit host step: the event loop is a sequence of small host decisions (which point
+            # reaches a kink first, the pivoting of the sliding set); on a GPU each would be a
+            # synchronisation.  The inputs go to the host once, the NumPy code runs there, and the
+            # trajectory comes back to K's device: identical to the NumPy computation.
+            host = {k: (to_numpy(v) if is_array(v) else v) for k, v in ctx.items() if k != "xp"}
+            traj = _flow_events(max_events=max_events, xp=namespace(host["K"]), **host)
+            traj = _trajectory_to(traj, xp, device_of(K))
+    else:
+        floor = 100 * float(xp.finfo(work).eps)
+        if rtol < floor:
+            raise InvalidParameterError(
+                f"The 'rtol' parameter of {caller} must be >= 100·eps = {floor:.3g} of the working precision "
+                f"({'float64' if work == xp.float64 else 'float32'}; float32 inputs are integrated in float64); got "
+                f"rtol={rtol!r}. Below it the error control only sees rounding and the step size collapses."
+            )
+        traj = _flow_dopri(rtol=rtol, atol=atol, max_steps=max_steps, **ctx)
+    return traj if work == dtype else _trajectory_astype(traj, xp, dtype)
 
 
 def _trajectory_to(traj, xp, device):
@@ -422,6 +457,15 @@ def _trajectory_to(traj, xp, device):
         v = getattr(traj, f.name)
         if is_array(v):
             setattr(traj, f.name, xp.asarray(v, device=device))
+    return traj
+
+
+def _trajectory_astype(traj, xp, dtype):
+    """The floating arrays of ``traj`` rounded to ``dtype`` (a float32 K's trajectory, computed in float64)."""
+    for f in fields(traj):
+        v = getattr(traj, f.name)
+        if is_array(v) and xp.isdtype(v.dtype, "real floating"):
+            setattr(traj, f.name, xp.astype(v, dtype))
     return traj
 
 
@@ -443,9 +487,16 @@ def _assemble(xp, ts, alphas, lam, K, g0, K_test, g0_test, method, g_train=None,
 
 def _flow_squared(eig, K, y, loss, lam, c, g0, a0, K_test, g0_test, xp, times):
     evals, V = eig
-    evals = xp.where(evals < 0, xp.zeros_like(evals), evals)  # rounding-level negatives (checked PSD)
-    b = V.T @ y
-    d = V.T @ g0
+    # eigenvalues at rounding level are exactly 0: the eigendecomposition is backward stable (its Λ are
+    # those of K + E, ‖E‖₂ ≲ n·eps·‖K‖₂) and a kernel computed entrywise is known to a few ulps of its
+    # entries, so |Λ_k| ≤ n·eps·Λ_max cannot be told from 0 (checked PSD: the negatives are rounding too).
+    # Fitting such a direction would move g out of range(K) at t ≳ 1/(2c·n·eps·Λ_max) (duplicate points
+    # with different targets got different outputs); along null(K) only α₀'s part is kept (it decays),
+    # the forcing by y and g₀ there changes no output (K v = 0 ⇒ K_test v = 0) and grows like t at λ = 0.
+    rng_ = _in_range(evals, K.shape[0], xp)
+    evals = xp.where(rng_, evals, xp.zeros_like(evals))
+    b = xp.where(rng_, V.T @ y, xp.zeros_like(evals))
+    d = xp.where(rng_, V.T @ g0, xp.zeros_like(evals))
     a_init = V.T @ a0
     mu = lam + 2 * c * evals
     alphas, gtr = [], []
@@ -456,6 +507,12 @@ def _flow_squared(eig, K, y, loss, lam, c, g0, a0, K_test, g0_test, xp, times):
         # g = e^{−λt} g0 + V Λ coef: same arithmetic as K α but without forming K α's cancellation
         gtr.append(math.exp(-lam * t) * g0 + V @ (evals * coef))
     return _assemble(xp, times, alphas, lam, K, g0, K_test, g0_test, "eigh", g_train=gtr)
+
+
+def _in_range(evals, n, xp):
+    """Mask of the eigenvalues of a PSD K that are not 0 to rounding: Λ_k > n·eps·Λ_max."""
+    top = float(xp.max(evals))
+    return evals > n * float(xp.finfo(evals.dtype).eps) * max(top, 0.0)
 
 
 # ---- event-driven flow for piecewise-constant l′ ---------------------------------------------
@@ -520,8 +577,12 @@ def _solve_box_lcp(Kmm, q, lo, hi, state, xp, max_iter):
     dev = device_of(q)
     lo_h = _host(lo)  # host copies for the pivoting decisions (bookkeeping)
     hi_h = _host(hi)
-    scale = float(xp.max(xp.abs(q))) + float(xp.max(xp.abs(Kmm))) * max(max(abs(a) for a in lo_h), max(abs(a) for a in hi_h))
-    tol = 1e3 * float(xp.finfo(q.dtype).eps) * max(scale, 1e-300) * max(m, 1)
+    pscale = max(max(abs(a) for a in lo_h), max(abs(a) for a in hi_h))
+    kscale = float(xp.max(xp.abs(Kmm)))
+    scale = float(xp.max(xp.abs(q))) + kscale * pscale
+    tol = 1e3 * float(xp.finfo(q.dtype).eps) * max(scale, 1e-300) * max(m, 1)  # velocities v (units of q)
+    # p has the units of l′ (not of q = λg + Kp): its tolerance is tol / max|Kmm|, scale-free under K → sK
+    tol_p = tol / kscale if kscale > 0 else 1e3 * float(xp.finfo(q.dtype).eps) * max(pscale, 1e-300) * max(m, 1)
     for _ in range(max_iter):
         fixed_vals = [lo_h[i] if s == "L" else (hi_h[i] if s == "U" else 0.0) for i, s in enumerate(state)]
         p = xp.asarray(fixed_vals, dtype=q.dtype, device=dev)
@@ -546,9 +607,9 @@ def _solve_box_lcp(Kmm, q, lo, hi, state, xp, max_iter):
         vh = _host(v)
         bad = None
         for i, s in enumerate(state):
-            if s == "F" and ph[i] < lo_h[i] - tol:
+            if s == "F" and ph[i] < lo_h[i] - tol_p:
                 bad = (i, "L")
-            elif s == "F" and ph[i] > hi_h[i] + tol:
+            elif s == "F" and ph[i] > hi_h[i] + tol_p:
                 bad = (i, "U")
             elif s == "L" and vh[i] > tol:
                 bad = (i, "F")
@@ -594,6 +655,11 @@ def _flow_events(K, y, loss, lam, c, g0, a0, K_test, g0_test, xp, times, max_eve
                 on_kink[i] = k
     g = xp.where(xp.asarray([ok is not None for ok in on_kink], device=dev),
                  xp.asarray([kh[i][ok] if ok is not None else 0.0 for i, ok in enumerate(on_kink)], dtype=dtype, device=dev), g)
+    # time scale of the dynamics: |dgᵢ/dt| ≤ λ|gᵢ| + c‖K‖_∞ (|l′| ≤ 1), so points whose kink times differ by
+    # less than 64·eps·tscale are within 64·eps·max(|gᵢ|, 1) of their kinks together (scale-covariant:
+    # flow(sK, λ, t) = flow(K, λ/s, s·t) snaps the same points)
+    rate = lam + c * float(xp.max(xp.sum(xp.abs(K), axis=1)))
+    tscale = 1.0 / rate if rate > 0 else 0.0
     state_cache = {}
     leaving = {}
     while True:
@@ -693,7 +759,7 @@ def _flow_events(K, y, loss, lam, c, g0, a0, K_test, g0_test, xp, times, max_eve
         t = t_next
         event_times.append(t)
         # snap the point(s) that reached a kink (ties within rounding of the time) onto it
-        hit = tau <= tau_min * (1 + 64 * eps) + 64 * eps * max(abs(t), 1.0) / max(lam, 1.0)
+        hit = tau <= tau_min * (1 + 64 * eps) + 64 * eps * tscale
         hit = hit & xp.isfinite(tau)
         g = xp.where(hit, target, g)
         hh = _host(hit)
@@ -741,8 +807,12 @@ def _flow_dopri(K, y, loss, lam, c, g0, a0, K_test, g0_test, xp, times, rtol, at
     # initial step (Hairer–Nørsett–Wanner II.4 heuristic, simplified)
     d0 = float(xp.max(xp.abs(a))) + atol
     d1 = float(xp.max(xp.abs(k1))) + atol
-    h = 0.01 * d0 / d1 if d1 > 1e-300 else 1e-3
-    h = max(h, 1e-8)
+    # time scale 1/(λ + c‖K‖_∞) (1 for K = 0, λ = 0): the floors of h are relative to it, so that
+    # flow(sK, λ, t) = flow(K, λ/s, s·t) takes the same steps for any s
+    rate = lam + c * float(xp.max(xp.sum(xp.abs(K), axis=1)))
+    tscale = max(1.0 / rate, 1e-300) if rate > 0 else 1.0
+    h = 0.01 * d0 / d1 if d1 > 1e-300 else 1e-3 * tscale
+    h = max(h, 1e-8 * tscale)
     out = []
     err_sum = 0.0
     n_steps = 0
@@ -778,7 +848,7 @@ def _flow_dopri(K, y, loss, lam, c, g0, a0, K_test, g0_test, xp, times, rtol, at
             h = h * fac
         else:
             h = h * max(0.2, 0.9 * en ** (-0.2))
-        if n_steps > max_steps or h < 1e-14 * max(1.0, t):
+        if n_steps > max_steps or h < 1e-14 * max(tscale, t):
             raise RuntimeError(f"gradient_flow (dopri5): step size underflow or max_steps exceeded at t={t}.")
     return _assemble(xp, times, out, lam, K, g0, K_test, g0_test, "dopri5", n_events=n_steps, error_estimate=err_sum)
 

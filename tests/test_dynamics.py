@@ -795,3 +795,133 @@ def test_discrete_closed_form_overflow_names_lr(asxp):
         warnings.simplefilter("ignore", RuntimeWarning)
         with pytest.raises(InvalidParameterError, match="'lr'"):
             D.discrete_closed_form(asxp(K), asxp(S), 0.0, 1e10)
+
+
+# ------------------------------------------------------------------ review: scale, float32, singular K
+def _relu_problem(n=20, d=4, seed=0, duplicate=False):
+    """Arc-cosine (ReLU, one hidden layer) NTK Gram written out here: Θ = ⟨x, x′⟩(π − θ)/π + ‖x‖‖x′‖
+    (sin θ + (π − θ)cos θ)/π (Jacot et al.; strictly PD for non-parallel points), data only."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n + 5, d))
+    if duplicate:
+        X[1] = X[0]
+    nr = np.linalg.norm(X, axis=1)
+    cos = np.clip((X @ X.T) / np.outer(nr, nr), -1.0, 1.0)
+    th = np.arccos(cos)
+    G = np.outer(nr, nr) * (cos * (np.pi - th) + np.sin(th) + (np.pi - th) * cos) / np.pi
+    G = (G + G.T) / 2
+    return G[:n, :n], G[n:, :n], rng
+
+
+@pytest.mark.parametrize("name", ["hinge", "epsilon_insensitive"])
+@pytest.mark.parametrize("s", [1e-12, 1.0, 1e12])
+@pytest.mark.parametrize("lam", [1e-12, 0.05])
+def test_event_flow_obeys_the_kernel_scaling_identity(xp, asxp, tonp, name, s, lam):
+    """dα/dt = −λα − c·l′(e^{−λt}g₀ + Kα): α̃(t) = α(s·t)/s solves the same ODE with (sK, sλ) and α̃(0) = α₀/s,
+    so flow(sK, sλ, t; g₀, α₀/s) has the g, g_test and g0_weight of flow(K, λ, s·t; g₀, α₀) and α/s (c, hence
+    the reduction, is the same on both sides).  The event tolerances were absolute in time and in l′:
+    at s = 1e12, λ = 1e-12 the two sides differed by 1.9 at t = 10."""
+    K, Kt, rng = _relu_problem()
+    n = K.shape[0]
+    if name == "hinge":
+        y, loss, g0 = np.sign(rng.standard_normal(n)), "hinge", 0.3 * rng.standard_normal(n)
+    else:
+        y, loss, g0 = rng.standard_normal(n), losses.get("epsilon_insensitive", epsilon=0.2), None
+    a0 = 0.05 * rng.standard_normal(n)
+    g0t = None if g0 is None else 0.3 * rng.standard_normal(Kt.shape[0])
+    red = "mean" if lam > 1e-3 else "sum"
+    T = np.array([0.0, 0.1, 1.0, 10.0])
+    on = lambda v: None if v is None else asxp(v)  # noqa: E731
+    ref = D.gradient_flow(asxp(K), asxp(y), loss, lam, T, g0=on(g0), alpha0=asxp(a0), K_test=asxp(Kt),
+                          g0_test=on(g0t), reduction=red)
+    sc = D.gradient_flow(asxp(s * K), asxp(y), loss, s * lam, T / s, g0=on(g0), alpha0=asxp(a0 / s),
+                         K_test=asxp(s * Kt), g0_test=on(g0t), reduction=red)
+    assert ref.n_events >= 5  # the dynamics cross kinks
+    g, gs = tonp(ref.g_train), tonp(sc.g_train)
+    tol = 1e-11 * max(1.0, np.abs(g).max())
+    assert np.abs(gs - g).max() <= tol
+    assert np.abs(tonp(sc.g_test) - tonp(ref.g_test)).max() <= tol
+    assert np.abs(s * tonp(sc.alpha) - tonp(ref.alpha)).max() <= 1e-11 * max(1.0, np.abs(tonp(ref.alpha)).max())
+    np.testing.assert_allclose(tonp(sc.g0_weight), tonp(ref.g0_weight), rtol=1e-14)
+
+
+@pytest.mark.parametrize("s", [1e-15, 1e15])
+def test_dopri_obeys_the_kernel_scaling_identity(xp, asxp, tonp, s):
+    """The same identity for Dormand–Prince (atol is in the units of α: atol/s on the scaled side); its step
+    floors were absolute in time (1e-8, 1e-14), so at s = 1e15 it stopped with 'step size underflow'."""
+    K, _, rng = _relu_problem(n=12, seed=2)
+    y = np.sign(rng.standard_normal(12))
+    T = np.array([0.5, 5.0])
+    ref = D.gradient_flow(asxp(K), asxp(y), "squared_hinge", 0.1, T, rtol=1e-10, atol=1e-12)
+    sc = D.gradient_flow(asxp(s * K), asxp(y), "squared_hinge", 0.1 * s, T / s, rtol=1e-10, atol=1e-12 / s)
+    # both integrate the same ODE to rtol: compared with each other within their error estimates
+    assert np.abs(tonp(sc.g_train) - tonp(ref.g_train)).max() <= 1e-7
+    assert abs(sc.n_events - ref.n_events) <= 0.1 * ref.n_events
+
+
+def test_dopri_refuses_an_rtol_below_the_working_precision(asxp):
+    K, _, rng = _relu_problem(n=6)
+    y = np.sign(rng.standard_normal(6))
+    with pytest.raises(InvalidParameterError, match="'rtol'.*2.22e-14"):
+        D.gradient_flow(asxp(K), asxp(y), "logistic", 0.1, [1.0], rtol=1e-15)
+    with pytest.raises(InvalidParameterError, match="'rtol'.*float32 inputs are integrated in float64"):
+        D.gradient_flow(asxp(K.astype(np.float32)), asxp(y.astype(np.float32)), "logistic", 0.1, [1.0], rtol=1e-15)
+
+
+@pytest.mark.parametrize("name, method", [("hinge", "events"), ("epsilon_insensitive", "events"),
+                                          ("squared_hinge", "dopri5"), ("logistic", "dopri5")])
+def test_float32_flow_is_the_float64_flow_of_the_same_numbers_rounded(xp, asxp, tonp, on_device, name, method):
+    """A float32 K: the trajectory is the float64 flow of the same float32 numbers, rounded once to float32
+    (error ≤ eps₃₂·max(1, |g|); measured ≤ 5.4e-8).  The float32 event loop was off by 4.5e-2 (n = 30,
+    ε-insensitive, λ = 0.01), and dopri5's default rtol = 1e-9 < eps₃₂ collapsed its steps (max_steps is
+    bounded here so that it fails quickly)."""
+    K, Kt, rng = _relu_problem(n=30, d=5, seed=0)
+    n = K.shape[0]
+    y = np.sign(rng.standard_normal(n)) if name != "epsilon_insensitive" else rng.standard_normal(n)
+    loss = losses.get(name, epsilon=0.1) if name == "epsilon_insensitive" else name
+    K32, Kt32, y32 = K.astype(np.float32), Kt.astype(np.float32), y.astype(np.float32)
+    T = [1.0, 5.0, 50.0]
+    ref = D.gradient_flow(asxp(K32.astype(np.float64)), asxp(y32.astype(np.float64)), loss, 0.01, T,
+                          K_test=asxp(Kt32.astype(np.float64)), method=method)
+    got = D.gradient_flow(asxp(K32), asxp(y32), loss, 0.01, T, K_test=asxp(Kt32), method=method, max_steps=20_000)
+    on_device(got.g_train, got.g_test, got.alpha, got.times)
+    for f in ("g_train", "g_test", "alpha", "g0_weight", "times"):
+        a, b = tonp(getattr(got, f)), tonp(getattr(ref, f))
+        assert a.dtype == np.float32, f
+        assert np.abs(a.astype(np.float64) - b).max() <= np.finfo(np.float32).eps * max(1.0, np.abs(b).max()), f
+
+
+def test_squared_flow_on_a_singular_kernel_stays_in_its_range(xp, asxp, tonp):
+    """Two equal training points with opposite labels (K singular, rows 0 and 1 equal): g(x₀) = g(x₁) at every t,
+    and with λ = 0 the flow tends to g₀ + P(y − g₀), P the projection onto range(K) = {v : v₀ = v₁}, i.e. the
+    pair gets the mean of its residuals; on test points g₀(x) + K(x, X)K⁺(y − g₀) = K(x, X₁₉)K₁₉⁻¹ r̄ (the 19
+    distinct points, residual r̄ averaged over the pair).  The rounding-level eigenvalue (4.5e-16) was fitted:
+    at t = 1e17 the pair had outputs ±1 and |g − g₀ − Kα| was 2.5."""
+    K, Kt, rng = _relu_problem(duplicate=True)
+    assert np.array_equal(K[0], K[1])
+    n = K.shape[0]
+    y = np.sign(rng.standard_normal(n))
+    y[1] = -y[0]
+    g0, g0t = 0.2 * rng.standard_normal(n), 0.2 * rng.standard_normal(Kt.shape[0])
+    K19, Kt19 = K[1:, 1:], Kt[:, 1:]
+    w19 = np.linalg.eigvalsh(K19)
+    assert w19[0] > 1e-6 * w19[-1]  # the distinct points' Gram is well conditioned: range(K) is exact
+    T = [0.0, 1.0, 1e3, 1e8, 1e17, 1e300]
+    for lam in (0.0, 0.1):
+        tr = D.gradient_flow(asxp(K), asxp(y), "squared", lam, T, g0=asxp(g0), K_test=asxp(Kt), g0_test=asxp(g0t))
+        g, a, w = tonp(tr.g_train), tonp(tr.alpha), tonp(tr.g0_weight)
+        assert np.all(np.isfinite(g)) and np.all(np.isfinite(a))
+        # duplicates: equal kernel-part outputs, g − w g₀ = Kα
+        kpart = g - w[:, None] * g0[None, :]
+        assert np.abs(kpart[:, 0] - kpart[:, 1]).max() <= 1e-12
+        assert np.abs(kpart - a @ K).max() <= 1e-11
+        if lam == 0.0:
+            r = y - g0
+            rbar = r[1:].copy()
+            rbar[0] = (r[0] + r[1]) / 2
+            limit = g0 + np.concatenate([[rbar[0]], rbar])
+            np.testing.assert_allclose(g[-1], limit, rtol=0, atol=1e-10)
+            np.testing.assert_allclose(g[-2], limit, rtol=0, atol=1e-10)  # t = 1e17 already converged
+            np.testing.assert_allclose(tonp(tr.g_test)[-1], g0t + Kt19 @ np.linalg.solve(K19, rbar), rtol=0, atol=1e-9)
+            # a second route: NumPy's pseudo-inverse (lstsq) on the full K
+            np.testing.assert_allclose(g[-1], g0 + K @ np.linalg.lstsq(K, r, rcond=1e-10)[0], rtol=0, atol=1e-10)
