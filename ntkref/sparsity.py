@@ -1465,8 +1465,13 @@ def adversarial_linear_direction(x, y, eps, *, norm="l2", mask=None, tol=1e-12, 
     0, the smooth piece minimised exactly), keeping the candidate (also θ = 0) with the lowest P.  The result is
     **certified** by a dual feasible point (see ``_alin_gap``): gap = P(θ) − D ≥ P(θ) − P*.  With
     μ = λ_min(XᵀX/N) > 0 (P is μ-strongly convex), ‖θ − θ*‖₂ ≤ √(2·gap/μ).  ε = 0 is least squares (lstsq) with
-    gap ½∇Pᵀ(XᵀX/N)⁺∇P.  If the gap exceeds ``tol``·(1 + P) a RuntimeWarning says so (measured: gaps ≲ 1e-15·P
-    on random instances, θ errors ≲ 1e-8 against an independent SLSQP epigraph solve).
+    gap ½∇Pᵀ(XᵀX/N)⁺∇P.  If the gap exceeds ``tol``·(m² + P), m = 2^⌈log₂ max|yᵢ|⌉ (P and the gap scale like y²),
+    a RuntimeWarning says so (measured: gaps ≲ 1e-15·P on random instances, θ errors ≲ 1e-8 against an
+    independent SLSQP epigraph solve).
+
+    Scale-free: θ*(X, ty, ε) = tθ*(X, y, ε) and θ*(sX, y, sε) = θ*(X, y, ε)/s; the solver works on X and y divided
+    by powers of two (exact), so these hold bit for bit for powers of two t, s (away from under/overflow of θ).
+    A θ* beyond the dtype's range is refused ('y').
 
     ``mask`` (d,) 0/1 restricts θ to a support (sparse adversarial training).  Returns θ (d,) in x's namespace,
     or (θ, {"objective": P(θ), "gap": gap, "theta_error_bound": √(2 gap/μ) or inf}) if ``return_certificate``.
@@ -1491,10 +1496,21 @@ def adversarial_linear_direction(x, y, eps, *, norm="l2", mask=None, tol=1e-12, 
         keep = np.flatnonzero(to_numpy(_check_direction_mask(mask, x, caller)))
     # Scale invariance: P(θ; X, ε) = P(sθ; X/s, ε/s).  Solve with X/s, s = 2^e the power of two that puts max|X| in
     # [1/2, 1) (exact division), so XᵀX and the solver's tolerances neither overflow nor underflow, then θ = θ'/s.
+    def unscale(v, k):  # v·2^k in float64, rounded once; inf beyond the largest float
+        try:
+            return math.ldexp(v, k)
+        except OverflowError:
+            return math.inf
+
     amax = float(np.abs(X).max(initial=0.0))
-    s = math.ldexp(1.0, math.frexp(amax)[1]) if amax > 0 else 1.0
-    X = X / s
-    eps = eps / s
+    e_x = math.frexp(amax)[1] if amax > 0 else 0
+    X = np.ldexp(X, -e_x)
+    eps = unscale(eps, -e_x)
+    # Homogeneity in y: P(tθ; X, ty, ε) = t²P(θ; X, y, ε), so θ*(X, ty, ε) = tθ*(X, y, ε).  Solve with y/2^f, max|y|/2^f
+    # in [1/2, 1) (exact), so the solver's tolerances (absolute, in units of that y) are scale-free, then θ = 2^f θ'.
+    ymax = float(np.abs(Y).max(initial=0.0))
+    e_y = math.frexp(ymax)[1] if ymax > 0 else 0
+    Y = np.ldexp(Y, -e_y)
     Xs = X[:, keep]
     theta = np.zeros(d)
     if keep.size == 0:
@@ -1546,11 +1562,20 @@ def adversarial_linear_direction(x, y, eps, *, norm="l2", mask=None, tol=1e-12, 
     theta[keep] = best
     value = _alin_primal(Xs, Y, eps, norm, best) if keep.size and math.isfinite(eps) else 0.5 * np.mean(Y ** 2)
     if gap > tol * (1.0 + value):
-        warnings.warn(f"{caller}: duality gap {gap:.3g} exceeds tol·(1 + P) = {tol * (1 + value):.3g}; "
+        warnings.warn(f"{caller}: duality gap {unscale(gap, 2 * e_y):.3g} exceeds tol·(m² + P) = "
+                      f"{unscale(tol * (1 + value), 2 * e_y):.3g} (m = 2^{e_y}, the power of two above max|yᵢ|); "
                       f"the returned direction is not certified to that accuracy.", RuntimeWarning, stacklevel=2)
-    out = xp.asarray(theta / s, dtype=x.dtype, device=device_of(x))
+    with np.errstate(over="ignore"):
+        theta = np.ldexp(theta, e_y - e_x)
+    if float(np.abs(theta).max(initial=0.0)) > float(xp.finfo(x.dtype).max):
+        raise InvalidParameterError(
+            f"The 'y' parameter of {caller} is too large for 'x': the minimiser θ* (~ max|y|/max|x| = "
+            f"{ymax:.3g}/{amax:.3g}) overflows {x.dtype}; rescale y or x (θ*(s·x, t·y, s·ε) = (t/s)·θ*(x, y, ε)).")
+    out = xp.asarray(theta, dtype=x.dtype, device=device_of(x))
     if not return_certificate:
         return out
     mu = np.linalg.eigvalsh(Xs.T @ Xs / n)[0] if keep.size else 0.0
-    bound = math.sqrt(2.0 * gap / mu) / s if mu > 1e-14 * max(1.0, np.abs(Xs).max(initial=0.0) ** 2) else math.inf
-    return out, {"objective": float(value), "gap": float(gap), "theta_error_bound": bound}
+    bound = (unscale(math.sqrt(2.0 * gap / mu), e_y - e_x) if mu > 1e-14 * max(1.0, np.abs(Xs).max(initial=0.0) ** 2)
+             else math.inf)
+    return out, {"objective": unscale(float(value), 2 * e_y), "gap": unscale(float(gap), 2 * e_y),
+                 "theta_error_bound": bound}

@@ -911,6 +911,79 @@ def test_adversarial_linear_direction_tiny_eps_is_certified_least_squares(xp, as
         assert cert["objective"] == pytest.approx(0.5 * np.mean(r ** 2), rel=1e-9)
 
 
+def _alin_problem():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((40, 5))
+    return x, x @ rng.standard_normal(5) + 0.1 * rng.standard_normal(40)
+
+
+def test_adversarial_linear_direction_is_exactly_homogeneous_in_y(xp, asxp, tonp):
+    """P(tθ; X, ty, ε) = t²P(θ; X, y, ε), so θ*(X, ty, ε) = tθ*(X, y, ε), bit for bit for t = 2^k (the solver
+    works on y divided by a power of two); P and its gap scale like t², the θ error bound like t.  Its absolute
+    stopping tolerance used to accept θ = 0 for small y (review defect 9: t = 1e-8 gave relative error 1)."""
+    import warnings
+
+    x, y = _alin_problem()
+    for eps, norm in ((0.3, "l2"), (0.3, "linf"), (0.0, "l2")):
+        ref, cref = sp.adversarial_linear_direction(asxp(x), asxp(y), eps, norm=norm, return_certificate=True)
+        assert np.all(tonp(ref) != 0)
+        for k in (-1000, -500, -27, 40, 1000):
+            t = 2.0 ** k
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")  # certified: no RuntimeWarning
+                got, cgot = sp.adversarial_linear_direction(asxp(x), asxp(y * t), eps, norm=norm,
+                                                            return_certificate=True)
+            np.testing.assert_array_equal(tonp(got), tonp(ref) * t)
+            for key, power in (("objective", 2), ("gap", 2), ("theta_error_bound", 1)):
+                try:
+                    want = math.ldexp(cref[key], power * k)  # the real product, rounded once
+                except OverflowError:
+                    want = math.inf
+                # exact unless the scaled value is subnormal (or beyond float64: inf both ways)
+                if want == 0 or abs(want) >= np.finfo(np.float64).tiny or not math.isfinite(want):
+                    assert cgot[key] == want, (k, key, cgot[key], want)
+                else:
+                    assert cgot[key] == pytest.approx(want, rel=1e-3, abs=0), (k, key)
+
+
+@pytest.mark.parametrize("norm", ["l2", "linf"])
+def test_adversarial_linear_direction_is_homogeneous_in_y_for_decimal_factors(xp, asxp, tonp, norm):
+    """θ*(X, ty, ε) = tθ*(X, y, ε) for t = 1e-8, 1e-3, 1, 1e3 (t·y rounded: y' = ty(1 + δ), |δᵢ| ≤ 2⁻⁵³).  Bound:
+    both certificates, plus the effect of the rounding: |P_{y'}(θ) − P_{ty}(θ)| ≤ η = (1/N)Σ|Δyᵢ|(|rᵢ| + ε‖θ‖_* +
+    |Δyᵢ|), so by μ-strong convexity the two minimisers differ by ≤ 2√(η/μ).  Independent route: the SLSQP
+    epigraph solve of the unit-scale problem, θ(ty)/t within 1e-6 of it."""
+    x, y = _alin_problem()
+    eps = 0.3
+    ref, cref = sp.adversarial_linear_direction(asxp(x), asxp(y), eps, norm=norm, return_certificate=True)
+    ref = tonp(ref)
+    slsqp = _epigraph_slsqp(x, y, eps, norm)
+    assert np.abs(ref - slsqp).max() <= 1e-6
+    mu = np.linalg.eigvalsh(x.T @ x / x.shape[0])[0]
+    for t in (1e-8, 1e-3, 1.0, 1e3):
+        yt = y * t
+        got, cgot = sp.adversarial_linear_direction(asxp(x), asxp(yt), eps, norm=norm, return_certificate=True)
+        got = tonp(got)
+        dy = np.abs(yt) * 2.0 ** -53
+        n_t = np.linalg.norm(t * ref) if norm == "l2" else np.abs(t * ref).sum()
+        eta = np.mean(dy * (np.abs(x @ (t * ref) - yt) + eps * n_t + dy))
+        bound = cgot["theta_error_bound"] + t * cref["theta_error_bound"] + 2 * math.sqrt(eta / mu)
+        assert np.linalg.norm(got - t * ref) <= bound, (t, np.linalg.norm(got - t * ref), bound)
+        assert np.linalg.norm(got - t * ref) <= 1e-7 * np.linalg.norm(t * ref)  # old code: relative error 1 at 1e-8
+        assert np.abs(got / t - slsqp).max() <= 1e-6
+        assert cgot["gap"] <= 1e-12 * (1 + cgot["objective"] / t ** 2) * t ** 2
+
+
+def test_adversarial_linear_direction_refuses_a_minimiser_beyond_the_dtype(xp, asxp, tonp):
+    """θ* ~ max|y|/max|x|: x ~ 1e-300 with y ~ 1e300 (float64), x ~ 1e-30 with y ~ 1e30 (float32) put it beyond the
+    largest float; an error naming 'y', not inf."""
+    x, y = _alin_problem()
+    for dtype, s in ((np.float64, 1e300), (np.float32, 1e30)):
+        xs, ys = (x / s).astype(dtype), (y / np.abs(y).max() * s).astype(dtype)
+        assert np.all(np.isfinite(xs)) and np.all(np.isfinite(ys))
+        with pytest.raises(InvalidParameterError, match="'y'.*overflows"):
+            sp.adversarial_linear_direction(asxp(xs), asxp(ys), 1e-3 / s)
+
+
 def test_linear_awt_objective_norm_does_not_overflow(xp, asxp, tonp):
     """(3.13) for f = θ·x depends on (θ, X, ε) only through θ·x and ε‖θ‖: θ → 2^k θ, X → 2^-k X, ε → 2^-k ε leaves
     the target distance unchanged exactly.  At k = 540 ‖θ‖² overflows (~1e325): the norm is taken scaled (was NaN).
