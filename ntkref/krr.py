@@ -17,6 +17,12 @@ product, not the recurrence, which drifts) satisfies ‖r‖₂ ≤ tol·‖y‖
 The attainable residual is about eps·‖K + μI‖·‖α‖/‖y‖ ≤ eps·(λ_max(K) + μ)/μ (eps of the vectors' dtype:
 float64 on Dask, K's dtype otherwise); a ``tol`` below it is not reached (ConvergenceWarning).
 
+Any scale of y.  α* is linear in y, so CG runs on y/2^e, max|y|/2^e ∈ [1/2, 1) (exact), and α, Kα, the bounds
+(×2^e) and the objectives and gap (×4^e) are scaled back: no norm or dot product under- or overflows (‖y‖² of a
+y ~ 1e-170 used to underflow to 0 and return α = 0 as converged).  An α that falls among the subnormal numbers
+is certified by its own recomputed residual and refused (naming ``y``) if that exceeds ``tol``; an α, Kα or
+objective beyond the largest float is refused.
+
 Preconditioners (M ≈ (K + μI)⁻¹, symmetric positive definite):
 
 - ``"nystrom"`` (default): randomized Nyström (Frangella, Tropp & Udell 2023, "Randomized Nyström
@@ -186,6 +192,28 @@ def _dot(a, b, xp):
     return float(xp.sum(a * b))
 
 
+def _ldexp(v, k, xp):
+    """v·2^k elementwise, by factors 2^j that are normal numbers of v's dtype (|j| ≤ 1022 for float64, 126 for
+    float32; the remainder first, so that a shrinking v is rounded at most once more than necessary): exact
+    unless the result is subnormal (rounded) or beyond the largest float (inf)."""
+    if k == 0:
+        return v
+    step = math.frexp(float(xp.finfo(v.dtype).max))[1] - 2
+    sign = 1 if k > 0 else -1
+    first = sign * (abs(k) % step)
+    for j in ([first] if first else []) + [sign * step] * (abs(k) // step):
+        v = v * math.ldexp(1.0, j)
+    return v
+
+
+def _ldexp_scalar(v, k):
+    """v·2^k for a Python float, rounded once; ±inf beyond the largest float64."""
+    try:
+        return math.ldexp(v, k)
+    except OverflowError:
+        return math.copysign(math.inf, v)
+
+
 def solve_cg(K, y, lam, *, reduction="sum", tol=None, max_iter=None, preconditioner="nystrom", rank=None,
              seed=0):
     r"""Kernel ridge regression α = (K + (λ/2)I)⁻¹y by preconditioned conjugate gradients.
@@ -225,7 +253,8 @@ def solve_cg(K, y, lam, *, reduction="sum", tol=None, max_iter=None, preconditio
     ------
     InvalidParameterError
         A parameter out of range; a non-finite y, or a product K·v with a non-finite entry (K non-finite or
-        overflowing: "K"); pᵀ(K + μI)p ≤ 0 for a search direction p (K is not positive semidefinite).
+        overflowing: "K"); pᵀ(K + μI)p ≤ 0 for a search direction p (K is not positive semidefinite); a y so
+        large that α, Kα or the objectives overflow, or so small that the subnormal α misses ``tol`` ("y").
     """
     caller = "krr.solve_cg"
     from . import _dask
@@ -270,9 +299,13 @@ def solve_cg(K, y, lam, *, reduction="sum", tol=None, max_iter=None, preconditio
             )
         return Av + mu * v, Av
 
-    norm_y = math.sqrt(_dot(y_vec, y_vec, xp))
-    if not math.isfinite(norm_y):
-        raise InvalidParameterError(f"The 'y' parameter of {caller} is too large: ‖y‖ overflows; rescale it.")
+    # α* is linear in y: solve for y/2^e (exact), e such that max|y|/2^e ∈ [1/2, 1), then α = 2^e·α', so that no
+    # dot product (‖y‖², ‖r‖², ...) under- or overflows whatever the scale of y.  (For e > 0, entries that become
+    # subnormal are rounded, by < 2^-1074 (float64; 2^-149 float32) of the scaled ‖y‖ ≥ 1/2: far below any tol.)
+    y_max = float(xp.max(xp.abs(y_vec))) if n else 0.0
+    e_y = math.frexp(y_max)[1] if y_max > 0 else 0
+    y_vec = _ldexp(y_vec, -e_y, xp)
+    norm_y = math.sqrt(_dot(y_vec, y_vec, xp))  # of the scaled y: in [1/2, √n]
     alpha = xp.zeros_like(y_vec)
     g = xp.zeros_like(y_vec)
     r = y_vec
@@ -311,6 +344,35 @@ def solve_cg(K, y, lam, *, reduction="sum", tol=None, max_iter=None, preconditio
     primal = 0.5 * lam_sum * quad + _dot(g - y_vec, g - y_vec, xp)
     dual = lam_sum * _dot(alpha, y_vec, xp) - lam_sum**2 / 4 * _dot(alpha, alpha, xp) - 0.5 * lam_sum * quad
     kkt = float(xp.max(xp.abs(alpha - 2.0 * (y_vec - g) / lam_sum))) if n else 0.0
+    # back to the scale of y: α, g times 2^e; the objectives and the gap times 4^e, the other bounds times 2^e
+    import numpy as np
+
+    with np.errstate(over="ignore"):
+        alpha_out, g_out = _ldexp(alpha, e_y, xp), _ldexp(g, e_y, xp)
+    dtype_name = "float64" if op.dtype == xp.float64 else "float32"
+    if not (bool(xp.all(xp.isfinite(alpha_out))) and bool(xp.all(xp.isfinite(g_out)))):
+        raise InvalidParameterError(
+            f"The 'y' parameter of {caller} is too large: α = (K + (λ/2)I)⁻¹y or Kα overflows {dtype_name} "
+            f"(max|y| = {y_max:.3g}); rescale y (α is linear in y).")
+    if e_y < 0 and not bool(xp.all(_ldexp(alpha_out, -e_y, xp) == alpha)):
+        # α fell (partly) among the subnormal numbers, which carry fewer digits: certify the α returned
+        Aa, _ = A(_ldexp(alpha_out, -e_y, xp))
+        r = y_vec - Aa
+        res = math.sqrt(_dot(r, r, xp)) / norm_y
+        r_norm2 = res * res * norm_y * norm_y
+        if converged and res > tol:
+            raise InvalidParameterError(
+                f"The 'y' parameter of {caller} is too small: α = (K + (λ/2)I)⁻¹y falls among the subnormal "
+                f"numbers of {dtype_name}, where it has relative residual {res:.3g} > tol = {tol:.3g} "
+                f"(max|y| = {y_max:.3g}); rescale y (α is linear in y).")
+    primal, dual = _ldexp_scalar(primal, 2 * e_y), _ldexp_scalar(dual, 2 * e_y)
+    r_norm2, quad = _ldexp_scalar(r_norm2, 2 * e_y), _ldexp_scalar(max(quad, 0.0), 2 * e_y)
+    kkt = _ldexp_scalar(kkt, e_y)
+    if not all(math.isfinite(v) for v in (primal, dual, r_norm2, quad)):
+        raise InvalidParameterError(
+            f"The 'y' parameter of {caller} is too large: the objective values (quadratic in y) overflow float64 "
+            f"(max|y| = {y_max:.3g}); rescale y (α is linear in y).")
+    alpha, g = alpha_out, g_out
     if not converged:
         warnings.warn(
             f"{caller}: conjugate gradients stopped at relative residual {res:.3g} > tol = {tol:.3g} after {its} "
@@ -322,8 +384,9 @@ def solve_cg(K, y, lam, *, reduction="sum", tol=None, max_iter=None, preconditio
     return KRRMachine(
         alpha_=op.result(alpha), loss=_losses.get("squared"), lam=lam, lam_sum=lam_sum, reduction=reduction,
         primal_objective=primal / div, dual_objective=dual / div, duality_gap=r_norm2 / div,
-        kkt_residual=kkt, n_iter=its, converged=bool(converged), rkhs_norm_=math.sqrt(max(quad, 0.0)),
-        train_output_=op.result(g), residual=res, tol=tol, alpha_error_bound=math.sqrt(r_norm2) / mu,
+        kkt_residual=kkt, n_iter=its, converged=bool(converged), rkhs_norm_=math.sqrt(quad),
+        train_output_=op.result(g), residual=res, tol=tol,
+        alpha_error_bound=_ldexp_scalar(res * norm_y / mu, e_y),
         preconditioner=preconditioner, rank=kept,
     )
 

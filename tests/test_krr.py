@@ -6,6 +6,8 @@ The reference is the dense solve of ``machines.fit(K, y, "squared", lam)`` — a
 preconditioner through its defining property (rank = n makes the preconditioned operator have at most
 two distinct eigenvalues, so CG stops in ≤ 2 steps).
 """
+import math
+
 import numpy as np
 import pytest
 
@@ -131,3 +133,135 @@ def test_bad_arrays_are_refused(asxp):
     yn[0] = np.nan
     with pytest.raises(InvalidParameterError, match="'y'"):
         krr.solve_cg(asxp(K), asxp(yn), 0.1)
+
+
+# ------------------------------------------------------------------- the scale of y (review defect 5)
+def _norm(v):
+    """‖v‖₂ without under- or overflow (np.linalg.norm squares: 0 for entries ~1e-170)."""
+    v = np.asarray(v, dtype=np.float64)
+    top = np.abs(v).max(initial=0.0)
+    return float(top * np.sqrt(np.sum((v / top) ** 2))) if top > 0 else 0.0
+
+
+def _small_pd(n=8, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, 3))
+    return X @ X.T + np.eye(n), rng.standard_normal(n)
+
+
+@pytest.mark.parametrize("dtype,scales", [(np.float64, (1e-300, 1e-170, 1.0, 1e150)),
+                                          (np.float32, (1e-30, 1e-24, 1.0, 1e18))])
+@pytest.mark.parametrize("preconditioner", ["nystrom", None])
+def test_solution_is_linear_in_y_at_every_scale(asxp, tonp, dtype, scales, preconditioner):
+    """α(s·y) = s·α(y) = (K + μI)⁻¹(s·y): against np.linalg.solve at that scale (float64, on the dtype-rounded K and
+    s·y), within the certificate ‖α − α*‖ ≤ ‖r‖/μ plus the rounding of the residual's own evaluation (n·eps of the
+    dtype ·‖|K||α| + μ|α| + |y|‖/μ) and of the reference LU (n·eps64·cond·‖α*‖).  ‖s·y‖² underflows at 1e-170
+    (float64) and 1e-24 (float32), and is near the largest float at 1e150 and 1e18: the old CG returned α = 0 with
+    converged=True below."""
+    K, y = _small_pd()
+    n, lam = K.shape[0], 1e-3
+    mu = lam / 2
+    Kd = K.astype(dtype)
+    A = Kd.astype(np.float64) + mu * np.eye(n)
+    cond = np.linalg.cond(A)
+    lam_min = np.linalg.eigvalsh(A)[0]
+    fe = float(np.finfo(dtype).eps)
+    base = None
+    for s in scales:
+        ys = (y * s).astype(dtype)
+        assert np.all(np.isfinite(ys)) and np.all(ys != 0)
+        m = krr.solve_cg(asxp(Kd), asxp(ys), lam, preconditioner=preconditioner, rank=4)
+        alpha = tonp(m.alpha_).astype(np.float64)
+        assert m.converged and m.residual <= m.tol
+        assert tonp(m.alpha_).dtype == dtype and np.all(np.isfinite(alpha))
+        ref = np.linalg.solve(A, ys.astype(np.float64))
+        rounding = n * fe * _norm(np.abs(A) @ np.abs(alpha) + np.abs(ys)) / mu
+        lu = 8 * n * np.finfo(np.float64).eps * cond * _norm(ref)
+        err = _norm(alpha - ref)
+        assert err <= m.alpha_error_bound + rounding + lu, (s, err, m.alpha_error_bound, rounding, lu)
+        # and the a-priori form ‖α − α*‖ ≤ ‖A⁻¹‖·tol·‖y‖, far below ‖α*‖ (so α = 0 cannot pass)
+        a_priori = (m.tol * _norm(ys.astype(np.float64)) + rounding * mu) / lam_min + lu
+        assert err <= a_priori < 1e-2 * _norm(ref)
+        # Kα is returned, at the same scale
+        g = tonp(m.train_output_).astype(np.float64)
+        assert _norm(g - Kd.astype(np.float64) @ alpha) <= 4 * n * fe * _norm(np.abs(Kd) @ np.abs(alpha))
+        # the certificates scale with y: ‖α − α*‖ bound like y, the gap like y²
+        assert m.duality_gap == pytest.approx((m.residual * _norm(ys.astype(np.float64))) ** 2, rel=4 * n * fe)
+        if s == 1.0:
+            base = (alpha, m)
+    # the identity itself: α(s·y) ≈ s·α(y) within both certificates and the rounding of s·y (‖δy‖/μ)
+    for s in scales:
+        ys = (y * s).astype(dtype)
+        m = krr.solve_cg(asxp(Kd), asxp(ys), lam, preconditioner=preconditioner, rank=4)
+        alpha = tonp(m.alpha_).astype(np.float64)
+        a1, m1 = base
+        dy = _norm(ys.astype(np.float64) - s * y.astype(dtype).astype(np.float64))
+        slack = (n * fe * _norm(np.abs(A) @ np.abs(alpha) + np.abs(ys)) / mu +
+                 s * n * fe * _norm(np.abs(A) @ np.abs(a1) + np.abs(y)) / mu)
+        assert _norm(alpha - s * a1) <= m.alpha_error_bound + s * m1.alpha_error_bound + dy / mu + slack
+
+
+@pytest.mark.parametrize("dtype,ks", [(np.float64, (-1000, -560, -100, 60, 500)), (np.float32, (-100, -80, 60))])
+def test_power_of_two_scaling_of_y_is_exact(asxp, tonp, dtype, ks):
+    """For t = 2^k, t·y is exact and so is the rescaled solve: α(ty) = tα(y), Kα too, bit for bit; the certificates
+    scale exactly (residual unchanged, ‖α − α*‖ bound ×t, objectives and gap ×t²)."""
+    K, y = _small_pd(seed=1)
+    K, y = K.astype(dtype), y.astype(dtype)
+    ref = krr.solve_cg(asxp(K), asxp(y), 1e-2)
+    for k in ks:
+        t = 2.0 ** k
+        m = krr.solve_cg(asxp(K), asxp(y * dtype(t) if abs(k) < 120 else (y.astype(np.float64) * t).astype(dtype)),
+                         1e-2)
+        assert m.converged and m.n_iter == ref.n_iter and m.residual == ref.residual
+        np.testing.assert_array_equal(tonp(m.alpha_), tonp(ref.alpha_) * t if dtype == np.float64 else
+                                      (tonp(ref.alpha_).astype(np.float64) * t).astype(dtype))
+        np.testing.assert_array_equal(tonp(m.train_output_), (tonp(ref.train_output_).astype(np.float64) * t)
+                                      .astype(dtype))
+        assert m.alpha_error_bound == math.ldexp(ref.alpha_error_bound, k)
+        for key in ("primal_objective", "dual_objective", "duality_gap"):
+            assert getattr(m, key) == math.ldexp(getattr(ref, key), 2 * k), key
+
+
+def test_subnormal_or_overflowing_solutions_are_certified_or_refused(asxp, tonp):
+    """y so small that α = (K + μI)⁻¹y is subnormal (fewer digits): the α returned is certified against its own
+    recomputed residual (converged only if that residual is ≤ tol) or refused naming 'y'; α beyond the largest
+    float, or objectives beyond float64, are refused naming 'y' (the old solver: converged=True, α = 0 at 1e-170)."""
+    K, y = _small_pd()
+    A = K + 0.5e-3 * np.eye(K.shape[0])
+    # 1e-310: α ~ 1e-311 is subnormal, certified by its own residual (rescaled exactly by 2^1000 to check it here)
+    m = krr.solve_cg(asxp(K), asxp(y * 1e-310), 1e-3)
+    alpha = tonp(m.alpha_)
+    assert m.converged and np.all(alpha != 0) and np.any(np.abs(alpha) < np.finfo(np.float64).tiny)
+    ys, a = (y * 1e-310) * 2.0 ** 1000, alpha * 2.0 ** 1000
+    r = ys - A @ a
+    rounding = K.shape[0] * np.finfo(np.float64).eps * _norm(np.abs(A) @ np.abs(a) + np.abs(ys))
+    assert abs(_norm(r) - m.residual * _norm(ys)) <= 2 * rounding and m.residual <= m.tol
+    assert _norm(a - np.linalg.solve(A, ys)) <= m.alpha_error_bound * 2.0 ** 1000 + rounding / 0.5e-3
+    # 1e-318: the subnormal α has relative residual ~1e-5 > tol: refused, not "converged"
+    with pytest.raises(InvalidParameterError, match="'y'.*too small.*subnormal"):
+        krr.solve_cg(asxp(K), asxp(y * 1e-318), 1e-3)
+    with pytest.raises(InvalidParameterError, match="'y'.*too large"):
+        krr.solve_cg(asxp(K), asxp(y * 1e307), 1e-300)  # α ~ y/μ overflows
+    with pytest.raises(InvalidParameterError, match="'y'.*too large"):
+        krr.solve_cg(asxp(K), asxp(y * 1e160), 1e-3)  # ‖y‖² ~ 1e320
+
+
+@pytest.mark.parametrize("s", [1e-300, 1e-170, 1e150])
+def test_dask_gram_solution_is_linear_in_y_at_every_scale(s):
+    """The Dask route of solve_cg (NumPy float64 vectors on the client, products as graphs; default scheduler):
+    α(s·y) against np.linalg.solve at that scale within the certificate (the old CG: α = 0, converged, at 1e-170)."""
+    da = pytest.importorskip("dask.array")
+    K, y = _small_pd(n=12)
+    lam, n = 1e-3, 12
+    A = K + lam / 2 * np.eye(n)
+    m = krr.solve_cg(da.from_array(K, chunks=5), y * s, lam, rank=6)
+    alpha = m.alpha_.compute()
+    assert m.converged and m.residual <= m.tol
+    ref = np.linalg.solve(A, y * s)
+    rounding = n * np.finfo(np.float64).eps * _norm(np.abs(A) @ np.abs(alpha) + np.abs(y * s)) / (lam / 2)
+    lu = 8 * n * np.finfo(np.float64).eps * np.linalg.cond(A) * _norm(ref)
+    assert _norm(alpha - ref) <= m.alpha_error_bound + rounding + lu
+    assert _norm(alpha - ref) <= 1e-6 * _norm(ref)
+    m_np = krr.solve_cg(K, y * s, lam, rank=6)  # the NumPy route: the same steps, sums in another order
+    assert m_np.n_iter == m.n_iter
+    assert _norm(alpha - m_np.alpha_) <= m.alpha_error_bound + m_np.alpha_error_bound + 2 * rounding
