@@ -94,6 +94,20 @@ of h near u = ±1 (h has a square-root singularity there) from making a bound
 unsound.  The price: near u = ±1 the interval has width O(√((d+4)·eps))·‖x‖‖x′‖/d
 even at δ = 0 (about 1e-7 relative in float64), elsewhere ~1e-13.
 
+Scale.  Θ(a·x, b·x′) = ab·Θ(x, x′) for a, b > 0, and the ball {‖x − x₀‖ ≤ δ} (∩ domain) scales with x₀.
+Every call therefore works on x₀/2^k0, xᵢ/2^kt (and α/2^ka), each array's largest entry in [1, 2), with
+δ/2^k0, and scales the results back: exact power-of-two scalings, so nothing overflows or underflows on
+the way (the products ‖x₀‖²‖xᵢ‖², (R − p)(R + p) would for inputs of size 1e±150 in float64, 1e±15 in
+float32), inputs of ordinary size give the same bits as without scaling, and the results are exactly
+homogeneous for power-of-two factors: ntk_interval(s·x₀, t·xᵢ, s·δ) = st·ntk_interval(x₀, xᵢ, δ),
+output_bounds(c·α, t·xᵢ, s·x₀, s·δ) = cst·output_bounds(α, xᵢ, x₀, δ), certified_radius(c·α, t·xᵢ, s·x₀)
+= s·certified_radius(α, xᵢ, x₀) (with max_radius scaled by s).  A bound whose value underflows when
+scaled back (|Θ| below the dtype's smallest normal number) is moved outward by that number, so the
+intervals contain Θ and g at every common scale of the inputs.  The normalisation is per array, not per
+row: where a test row and a training row are both smaller than their arrays' largest by a factor below
+about 2⁻²⁴⁰ (float64) or 2⁻²⁵ (float32) (one of them alone: 2⁻⁴⁸⁰, 2⁻⁵⁰), (R − p)(R + p) still underflows
+and their bound is not guaranteed — certify rows of such different magnitudes in separate calls.
+
 Certified radius
 ----------------
 For each test point x₀ with σ = sign g(x₀) ≠ 0 the certificate at radius δ is
@@ -277,14 +291,56 @@ def _check_alpha(alpha, like, xp, caller):
 # ---------------------------------------------------------------------------
 # ranges of p = <x, x'> and r = ||x|| over the feasible set
 # ---------------------------------------------------------------------------
-def _pow2_down(x, xp):
-    """The largest power of two ≤ max|x| if that is ≥ 1, else 1 (the inputs' scale; 1 for an empty x)."""
+def _pow2_exponent(x, xp):
+    """k with 2ᵏ ≤ max|x| < 2ᵏ⁺¹ — the array's scale as a power of two (0 for an empty or all-zero x).
+
+    x / 2ᵏ is exact (a power-of-two scaling: the inputs are finite, so 2ᵏ is representable in their dtype, and
+    the result's largest entry lies in [1, 2)); k = 0 leaves x alone, bit for bit.
+    """
     if math.prod(x.shape) == 0:
-        return 1.0
+        return 0
     big = float(xp.max(xp.abs(x)))
-    if not big >= 2.0:
-        return 1.0
-    return math.ldexp(1.0, math.frexp(big)[1] - 1)
+    if not big > 0.0:
+        return 0
+    return math.frexp(big)[1] - 1
+
+
+def _normalized(x, k):
+    """x / 2ᵏ (exact, see :func:`_pow2_exponent`)."""
+    return x if k == 0 else x / math.ldexp(1.0, k)
+
+
+def _times_pow2(v, k, xp, outward=0):
+    """v·2ᵏ, for a bound: ``outward`` = −1 (lower) or +1 (upper) keeps it a bound when the product underflows.
+
+    The factor is applied in steps that are normal numbers of v's dtype (2ᵏ itself may not be representable).
+    Each step is exact unless its result leaves the normal range: overflow gives ±inf (the caller reports it),
+    and an underflowing result (below smallest_normal in magnitude; every step of k < 0 scales down, so
+    only the result can be) is rounded with an absolute error of at most half the smallest subnormal
+    (smallest_normal with flush-to-zero); so for k < 0 the bounds of magnitude ≤ smallest_normal are moved
+    outward by smallest_normal.  Relative rounding, eps/2 per step at most, is covered by the callers' own
+    slack.
+    """
+    if k == 0:
+        return v
+    fi = xp.finfo(v.dtype)
+    k_min = math.frexp(float(fi.smallest_normal))[1] - 1  # −1022 (float64), −126 (float32)
+    k_max = math.frexp(float(fi.max))[1] - 1  # 1023, 127
+    if k > 0:  # results that would overflow become ±inf without the overflow itself (the caller reports them)
+        over = xp.abs(v) > math.ldexp(float(fi.max), -k)
+        inf = xp.where(v > 0, xp.full_like(v, math.inf), xp.full_like(v, -math.inf))
+        v = xp.where(over, 0.0, v)
+    rest = k
+    while rest:
+        step = min(max(rest, k_min), k_max)
+        v = v * math.ldexp(1.0, step)
+        rest -= step
+    if k > 0:
+        return xp.where(over, inf, v)
+    if outward:
+        tiny = float(fi.smallest_normal)
+        v = xp.where(xp.abs(v) <= tiny, v + outward * tiny, v)
+    return v
 
 
 def _finite_out(values, caller, names):
@@ -303,16 +359,18 @@ class _NTKGeometry:
     """Quantities computed once per (x_test, x_train): the matrix product and norms."""
 
     def __init__(self, x_test, x_train, xp, norm, domain, method, exact_domain=False):
-        # Θ(a·x, b·x′) = ab·Θ(x, x′) and the ball {‖x − x₀‖ ≤ δ} ∩ box scales with x₀: the geometry works on
-        # x₀/s₀, x′/s_t (s₀, s_t ≥ 1 powers of two: exact, bit-identical results when no scaling is needed) with
-        # δ/s₀, and the results are scaled back, so that ⟨x₀, x′⟩, ‖x₀‖² do not overflow for large finite inputs
-        self.s0, self.st = _pow2_down(x_test, xp), _pow2_down(x_train, xp)
-        if self.s0 != 1.0:
-            x_test = x_test / self.s0
+        # Θ(a·x, b·x′) = ab·Θ(x, x′) (a, b > 0) and the ball {‖x − x₀‖ ≤ δ} ∩ box scales with x₀: the geometry
+        # works on x₀/s₀, x′/s_t (s₀ = 2^k0, s_t = 2^kt: the largest entry of each in [1, 2); exact, and
+        # bit-identical results when no scaling is needed) with δ/s₀, and the results are scaled back
+        # (_times_pow2), so that ⟨x₀, x′⟩, ‖x₀‖², (R − p)(R + p) neither overflow for large finite inputs nor
+        # underflow for tiny ones.  The bounds are then homogeneous: exactly so for power-of-two factors.
+        self.k0, self.kt = _pow2_exponent(x_test, xp), _pow2_exponent(x_train, xp)
+        self.s0 = math.ldexp(1.0, self.k0)
+        if self.k0:
+            x_test = _normalized(x_test, self.k0)
             if domain is not None:
-                domain = (domain[0] / self.s0, domain[1] / self.s0)
-        if self.st != 1.0:
-            x_train = x_train / self.st
+                domain = (_normalized(domain[0], self.k0), _normalized(domain[1], self.k0))
+        x_train = _normalized(x_train, self.kt)
         self.xp, self.norm, self.domain, self.method = xp, norm, domain, method
         self.exact_domain = exact_domain
         self.x_test, self.x_train = x_test, x_train
@@ -345,9 +403,10 @@ class _NTKGeometry:
 
     def ranges(self, delta, start=0, stop=None):
         """(pL, pU, rL, rU) for the test rows start:stop and their radii ``delta``, widened for rounding."""
-        pL, pU, rL, rU = self._ranges(delta / self.s0, start, stop)
-        s = self.s0 * self.st
-        return pL * s, pU * s, rL * self.s0, rU * self.s0
+        pL, pU, rL, rU = self._ranges(_normalized(delta, self.k0), start, stop)
+        xp, k = self.xp, self.k0 + self.kt
+        rL = xp.maximum(_times_pow2(rL, self.k0, xp, -1), 0.0)
+        return (_times_pow2(pL, k, xp, -1), _times_pow2(pU, k, xp, 1), rL, _times_pow2(rU, self.k0, xp, 1))
 
     def _ranges(self, delta, start=0, stop=None):
         """:meth:`ranges` of the scaled geometry (``delta`` already divided by s₀)."""
@@ -405,7 +464,7 @@ class _NTKGeometry:
     def theta_bounds(self, delta):
         """(Θᴸ, Θᵁ), shape (n_test, n_train)."""
         xp = self.xp
-        pL, pU, rL, rU = self._ranges(delta / self.s0)
+        pL, pU, rL, rU = self._ranges(_normalized(delta, self.k0))
         n2 = self.n2[None, :]
         RL = rL[:, None] * n2
         RU = rU[:, None] * n2
@@ -415,11 +474,13 @@ class _NTKGeometry:
             lo, hi = _paper_phi_bounds(pL, pU, RL, RU, xp)
         scale = 1.0 / (2.0 * math.pi * self.d)
         slack = 32.0 * self.eps * RU
-        s = self.s0 * self.st
-        return ((lo - slack) * scale) * s, ((hi + slack) * scale) * s
+        k = self.k0 + self.kt
+        return _times_pow2((lo - slack) * scale, k, xp, -1), _times_pow2((hi + slack) * scale, k, xp, 1)
 
     def signed_lower(self, delta, row_sign, alpha):
-        """Lower bound of row_sign_k · g(x) over ball k, g = Σᵢ αᵢΘ(·, xᵢ); shape (n_test,).
+        """Lower bound of row_sign_k · g(x) over ball k, g = Σᵢ αᵢΘ(·, xᵢ); shape (n_test,), in the geometry's
+        units: ``delta`` is the radius divided by s₀ and the result the bound divided by s₀·s_t (a positive
+        factor: the same sign; :func:`output_bounds` scales it back).
 
         Σᵢ |αᵢ| · min over the ball of cₖᵢΘ(x, xᵢ), cₖᵢ = row_sign_k·sign αᵢ: per pair only the minimum
         (c > 0) or the maximum (c < 0) of Θ is needed, which halves the work.  Computed in row blocks that
@@ -435,7 +496,7 @@ class _NTKGeometry:
         out = []
         for start in range(0, n, block):
             stop = min(n, start + block)
-            pL, pU, rL, rU = self._ranges(delta[start:stop] / self.s0, start, stop)
+            pL, pU, rL, rU = self._ranges(delta[start:stop], start, stop)
             RL = rL[:, None] * n2
             RU = rU[:, None] * n2
             want_min = (row_sign[start:stop, None] * sa) > 0
@@ -447,15 +508,15 @@ class _NTKGeometry:
             v = v - 32.0 * self.eps * RU
             total = xp.sum(aa * v, axis=1)
             slack = (m + 2) * self.eps * xp.sum(aa * xp.abs(v), axis=1)
-            out.append(((total - slack) * inv) * (self.s0 * self.st))
+            out.append((total - slack) * inv)
         if not out:
             return xp.zeros((0,), dtype=self.dtype, device=device_of(self.x_test))
         return xp.concat(out) if len(out) != 1 else out[0]
 
     def theta_center(self):
-        """Θ(x₀, xᵢ) (the NTK at the clean points), shape (n_test, n_train)."""
+        """Θ(x₀/s₀, xᵢ/s_t) (the NTK at the clean points in the geometry's units), shape (n_test, n_train)."""
         R = self.x0_norm[:, None] * self.n2[None, :]
-        return (_phi(self.p0, R, self.xp) / (2.0 * math.pi * self.d)) * (self.s0 * self.st)
+        return _phi(self.p0, R, self.xp) / (2.0 * math.pi * self.d)
 
 
 def _phi_box_bounds(pL, pU, RL, RU, xp):
@@ -610,7 +671,10 @@ def ntk_interval(x0, x_train, radius, *, method="tight", norm="linf", domain=Non
     -----
     Sound in exact arithmetic; in floating point the ranges are widened
     outward by (d+4)·eps (module docstring), so the bounds hold up to nothing
-    worse than the rounding of the final sums.
+    worse than the rounding of the final sums.  The inputs are normalised by
+    powers of two (module docstring, "Scale"): the bounds hold at every common
+    scale of ``x0``, ``x_train`` and ``radius`` (tiny and huge inputs alike) and
+    ntk_interval(2ᵏx0, 2ʲx_train, 2ᵏδ) = 2ᵏ⁺ʲ·ntk_interval(x0, x_train, δ) bit for bit.
     """
     caller = "ntk_interval"
     xp, x_train, x0, geo = _prepare(x0, x_train, caller, norm, method, domain, exact_domain, test_name="x0")
@@ -684,7 +748,9 @@ def output_bounds(alpha, x_train, x_test, radius, *, method="tight", norm="linf"
     -------
     lower, upper : arrays (n_test,)
         Sound bounds of g over each ball (widened by (n + 2)·eps·Σ|αᵢ||Θ| for
-        the rounding of the sums).
+        the rounding of the sums), at every common scale of ``alpha``,
+        ``x_train`` and (``x_test``, ``radius``): the computation runs on
+        power-of-two normalised inputs (module docstring, "Scale").
     """
     caller = "output_bounds"
     xp, x_train, x_test = _check_points(x_train, x_test, caller)
@@ -697,8 +763,13 @@ def output_bounds(alpha, x_train, x_test, radius, *, method="tight", norm="linf"
         zero = xp.zeros((n,), dtype=x_test.dtype, device=device_of(x_test))
         return zero, zero
     ones = xp.ones((n,), dtype=x_test.dtype, device=device_of(x_test))
-    return _finite_out((geo.signed_lower(delta, ones, alpha), -geo.signed_lower(delta, -ones, alpha)), caller,
-                       ("alpha", "x_train", "x_test", "radius"))
+    # g is linear in α: the sums run on α/2^ka (largest |α| in [1, 2)) and the radius δ/s₀, then scale back
+    ka = _pow2_exponent(alpha, xp)
+    alpha, delta = _normalized(alpha, ka), _normalized(delta, geo.k0)
+    k = geo.k0 + geo.kt + ka
+    lower = _times_pow2(geo.signed_lower(delta, ones, alpha), k, xp, -1)
+    upper = _times_pow2(-geo.signed_lower(delta, -ones, alpha), k, xp, 1)
+    return _finite_out((lower, upper), caller, ("alpha", "x_train", "x_test", "radius"))
 
 
 # ---------------------------------------------------------------------------
@@ -899,6 +970,11 @@ def certified_radius(
     the top by 8 until certified, then a safeguarded regula falsi on the
     margin bound: typically 6–8 steps; the module docstring has the details).
 
+    Scale-free: the search runs on x₀, xᵢ, α normalised by powers of two
+    (module docstring, "Scale"), so radius(2ᵏx₀) = 2ᵏ·radius(x₀) bit for bit,
+    scaling ``x_train`` or ``alpha`` leaves the radii unchanged, and tiny or
+    huge inputs are certified as soundly as ordinary ones.
+
     Where it runs: everything is batched array work in the inputs' namespace
     and on their device.  The host reads (synchronisations on a GPU) are a
     few for validation, one per bisection step (whether any point is still
@@ -916,15 +992,24 @@ def certified_radius(
     xp, x_train, x_test, geo = _prepare(x_test, x_train, caller, norm, method, domain, exact_domain)
     n = x_test.shape[0]
     tol = _check_tol(tol, x_test.dtype, xp, caller)
-    top = _radius_setup(x_test, xp, norm, max_radius, caller)
+    # scale-free: the whole search runs in the geometry's units (x₀/s₀, xᵢ/s_t, α/2^ka, radii δ/s₀); only the
+    # sign of the margin matters, and it is that of the bound in the original units (a positive factor), so
+    # radius(2ᵏx₀, 2ʲxᵢ, 2ᵐα) = 2ᵏ·radius(x₀, xᵢ, α) exactly, and nothing underflows or overflows on the way
+    ka = _pow2_exponent(alpha, xp)
+    alpha = _normalized(alpha, ka)
+    if max_radius is None:
+        top = _radius_setup(geo.x_test, xp, norm, None, caller)
+    else:  # in the geometry's units (beyond the dtype's range: its largest finite value)
+        r = check_real(max_radius, "max_radius", caller=caller, low=0.0, closed="right") / geo.s0
+        top = _radius_setup(geo.x_test, xp, norm, min(r, float(xp.finfo(x_test.dtype).max)), caller)
     if alpha.shape[0]:
-        g0 = xp.sum(alpha[None, :] * geo.theta_center(), axis=1)
+        g0_n = xp.sum(alpha[None, :] * geo.theta_center(), axis=1)
     else:
-        g0 = xp.zeros((n,), dtype=x_test.dtype, device=device_of(x_test))
-    sign, at_margin, misclassified = _finish(g0, y, xp, caller, n)
+        g0_n = xp.zeros((n,), dtype=x_test.dtype, device=device_of(x_test))
+    sign, at_margin, misclassified = _finish(g0_n, y, xp, caller, n)
     active = (~at_margin) & (~misclassified)
 
-    def margin(delta):  # lower bound of σ·g over the balls; certified iff > 0
+    def margin(delta):  # lower bound of σ·g over the balls (geometry units); certified iff > 0
         return geo.signed_lower(delta, sign, alpha)
 
     if alpha.shape[0] == 0 or n == 0:
@@ -933,7 +1018,9 @@ def certified_radius(
         steps = 0
     else:
         radii, capped, steps = _bisect(margin, top, active, tol, xp)
+    radii = xp.maximum(_times_pow2(radii, geo.k0, xp, -1), 0.0)  # certified: rounded down if it underflows
     if return_info:
+        g0 = _times_pow2(g0_n, geo.k0 + geo.kt + ka, xp)
         return radii, _info(g0, sign, at_margin, misclassified, capped, steps)
     return radii
 

@@ -1063,3 +1063,128 @@ def test_certified_radius_on_a_dask_x_test_equals_numpy():
         got = lazy.compute()
     np.testing.assert_array_equal(got, ref)
     assert np.any(ref > 0)  # the comparison is not between two all-zero results
+
+
+# ---------------------------------------------------------------------------
+# every finite scale (review defect 2): tiny inputs too, in float64 and float32
+# ---------------------------------------------------------------------------
+def _theta_mp(a, b):
+    """Θ(a, b) of seed 000 eq. (63) in 50-digit arithmetic on the exact values of the float rows a, b."""
+    with mpmath.workdps(50):
+        a = [mpmath.mpf(float(v)) for v in a]
+        b = [mpmath.mpf(float(v)) for v in b]
+        na = mpmath.sqrt(mpmath.fsum(v * v for v in a))
+        nb = mpmath.sqrt(mpmath.fsum(v * v for v in b))
+        if na == 0 or nb == 0:
+            return mpmath.mpf(0)
+        u = mpmath.fsum(p * q for p, q in zip(a, b)) / (na * nb)
+        u = min(max(u, mpmath.mpf(-1)), mpmath.mpf(1))
+        return na * nb * (2 * u * (mpmath.pi - mpmath.acos(u)) + mpmath.sqrt(1 - u * u)) / (2 * mpmath.pi * len(a))
+
+
+def _scaled_problem(scale, dtype, seed=41):
+    rng = np.random.default_rng(seed)
+    X = (rng.normal(size=(6, 4)) * scale).astype(dtype)
+    X0 = (rng.normal(size=(5, 4)) * scale).astype(dtype)
+    X0[1] = -X[2]  # an antiparallel pair (u = −1, Θ = 0) and a parallel one (u = 1), where h is steepest
+    X0[3] = X[4]
+    alpha = rng.normal(size=6).astype(dtype)
+    return X, X0, alpha
+
+
+# (scale, dtype): Θ ~ scale² is a normal float at 1e-150 (float64) and 1e-15 (float32), where the products
+# ‖x‖²‖x′‖², (R − p)(R + p) of the unscaled formula underflow; at 1e-160 / 1e-21 Θ itself is below the
+# normal range and the interval must still contain it
+_SCALES = [(1e-150, np.float64), (1e-160, np.float64), (1.0, np.float64), (1e100, np.float64),
+           (1e-15, np.float32), (1e-21, np.float32), (1.0, np.float32), (1e12, np.float32)]
+
+
+@pytest.mark.parametrize("scale, dtype", _SCALES)
+def test_interval_contains_the_mpmath_ntk_at_every_scale(asxp, tonp, scale, dtype):
+    """[Θᴸ, Θᵁ] at δ = 0 must contain Θ(x₀, xᵢ) computed with 50 digits from the same float inputs, at every
+    finite scale.  Before the fix inputs with max|x| < 2 were not rescaled: at 1e-150 the interval was
+    [−1.25e-315, 1.25e-315] for Θ = −6.57e-302 (‖x‖²‖x′‖² underflowed), and float32 at 1e-15 missed Θ by
+    0.13·max|Θ|.  Where Θ is a normal float the interval is also tight: relative width ≤ 1e-6 (float64;
+    at δ = 0 it is O(√((d + 4)eps)) only at u = ±1) or 1e-2 (float32) of ‖x₀‖‖xᵢ‖/d."""
+    X, X0, _ = _scaled_problem(scale, dtype)
+    for method in ("tight", "paper"):
+        lo, hi = (tonp(v) for v in certify.ntk_interval(asxp(X0), asxp(X), 0.0, method=method))
+        assert lo.dtype == dtype and hi.dtype == dtype
+        for k in range(X0.shape[0]):
+            for i in range(X.shape[0]):
+                ref = _theta_mp(X0[k], X[i])
+                assert mpmath.mpf(float(lo[k, i])) <= ref <= mpmath.mpf(float(hi[k, i])), (method, k, i, lo[k, i],
+                                                                                           ref, hi[k, i])
+        norms = np.outer(np.linalg.norm(X0.astype(float), axis=1), np.linalg.norm(X.astype(float), axis=1)) / 4
+        if norms.min() > 1e6 * float(np.finfo(dtype).smallest_normal):  # Θ well inside the normal range
+            width = (hi.astype(float) - lo.astype(float)) / norms
+            assert width.max() <= (1e-6 if dtype == np.float64 else 1e-2), width.max()
+
+
+@pytest.mark.parametrize("scale, dtype", _SCALES)
+def test_output_bounds_contain_the_mpmath_output_at_every_scale(asxp, tonp, scale, dtype):
+    """g(x₀) = Σᵢ αᵢΘ(x₀, xᵢ) (50 digits) lies in output_bounds at δ = 0, at every scale (before the fix:
+    not at 1e-150, where the bounds were ~1e-315 for g ~ 1e-301)."""
+    X, X0, alpha = _scaled_problem(scale, dtype)
+    lo, hi = (tonp(v) for v in certify.output_bounds(asxp(alpha), asxp(X), asxp(X0), 0.0))
+    for k in range(X0.shape[0]):
+        with mpmath.workdps(50):
+            g = mpmath.fsum(mpmath.mpf(float(alpha[i])) * _theta_mp(X0[k], X[i]) for i in range(X.shape[0]))
+        assert mpmath.mpf(float(lo[k])) <= g <= mpmath.mpf(float(hi[k])), (k, lo[k], g, hi[k])
+
+
+@pytest.mark.parametrize("dtype, exps", [(np.float64, (-540, -60, 60, 400)), (np.float32, (-70, -20, 20, 40))])
+def test_bounds_and_radii_are_exactly_homogeneous_for_powers_of_two(asxp, tonp, dtype, exps):
+    """The module's conventions: Θ(a·x, b·x′) = ab·Θ(x, x′) for a, b > 0 and the ball {‖x − x₀‖ ≤ δ} scales
+    with x₀, so with s = 2ᵏ, t = 2ʲ (exact scalings of the inputs):
+    ntk_interval(s·x₀, t·xᵢ, s·δ) = st·ntk_interval(x₀, xᵢ, δ), output_bounds(c·α, t·xᵢ, s·x₀, s·δ) =
+    cst·output_bounds(α, xᵢ, x₀, δ), and certified_radius(c·α, t·xᵢ, s·x₀) = s·certified_radius(α, xᵢ, x₀)
+    (g is scaled by cst > 0, so its sign and the certified set scale with the ball; tol is relative), also
+    with max_radius scaled by s — all bit for bit, because the computation normalises every input by a
+    power of two.  Before the fix only scales ≥ 2 were normalised: at s = 2⁻⁵⁴⁰ (float64) or 2⁻⁷⁰ (float32)
+    ‖x₀‖²‖xᵢ‖² underflowed and neither identity held."""
+    X, X0, alpha = _scaled_problem(1.0, dtype, seed=42)
+    y = np.sign(tonp(certify.output_bounds(asxp(alpha), asxp(X), asxp(X0), 0.0)[0]))
+    ref_int = [tonp(v) for v in certify.ntk_interval(asxp(X0), asxp(X), 0.01, norm="l2")]
+    ref_out = [tonp(v) for v in certify.output_bounds(asxp(alpha), asxp(X), asxp(X0), 0.01)]
+    ref_rad = tonp(certify.certified_radius(asxp(alpha), asxp(X), asxp(X0)))
+    ref_cap = tonp(certify.certified_radius(asxp(alpha), asxp(X), asxp(X0), norm="l2", max_radius=0.05, y=asxp(y)))
+    assert np.any(ref_rad > 0) and np.any((ref_cap > 0) & (ref_cap < 0.05))
+    for k in exps:
+        s, t, c = 2.0**k, 2.0**-k, 2.0 ** (k // 2)
+        sX0, tX, cal = (X0 * dtype(s)).astype(dtype), (X * dtype(t)).astype(dtype), (alpha * dtype(c)).astype(dtype)
+        got = [tonp(v) for v in certify.ntk_interval(asxp(sX0), asxp(tX), 0.01 * s, norm="l2")]
+        for a, b in zip(got, ref_int):
+            np.testing.assert_array_equal(a, b)  # s·t = 1
+        got = [tonp(v) for v in certify.output_bounds(asxp(cal), asxp(tX), asxp(sX0), 0.01 * s)]
+        for a, b in zip(got, ref_out):
+            np.testing.assert_array_equal(a, b * dtype(c))
+        got = [tonp(v) for v in certify.output_bounds(asxp(alpha), asxp(X), asxp(sX0), 0.01 * s)]
+        for a, b in zip(got, ref_out):
+            np.testing.assert_array_equal(a, b * dtype(s))
+        np.testing.assert_array_equal(tonp(certify.certified_radius(asxp(cal), asxp(tX), asxp(sX0))),
+                                      ref_rad * dtype(s))
+        capped = certify.certified_radius(asxp(cal), asxp(tX), asxp(sX0), norm="l2", max_radius=0.05 * s, y=asxp(y))
+        np.testing.assert_array_equal(tonp(capped), ref_cap * dtype(s))
+
+
+@pytest.mark.parametrize("scale, dtype", [(1e-150, np.float64), (1e100, np.float64), (1e-15, np.float32)])
+def test_certified_radius_scales_with_the_inputs(asxp, tonp, scale, dtype):
+    """radius(s·x₀) = s·radius(x₀) for any s > 0 (the ball scales with x₀); s·x₀ is rounded for s ≠ 2ᵏ, which
+    moves the certified set by a relative eps and the grid top·(1 + tol)^(−k/2) with it, so the radii agree to
+    within one grid step (1 + tol).  Before the fix the radius at 1e-150 was up to 1.8 times s·radius(x₀)
+    (certified where the sound bound fails).  The radius is also certified: output_bounds on the ball has the
+    sign of g(x₀)."""
+    X, X0, alpha = _scaled_problem(1.0, dtype, seed=43)
+    tol = 1e-4 if dtype == np.float64 else 1e-3
+    ref = tonp(certify.certified_radius(asxp(alpha), asxp(X), asxp(X0), tol=tol))
+    sX0, sX = (X0 * scale).astype(dtype), (X * scale).astype(dtype)
+    got, info = certify.certified_radius(asxp(alpha), asxp(sX), asxp(sX0), tol=tol, return_info=True)
+    got = tonp(got)
+    assert np.any(ref > 0)
+    ratio = got.astype(float) / (scale * ref.astype(float))
+    assert np.all(np.abs(np.log(ratio[ref > 0])) <= 1.01 * math.log1p(tol)), ratio
+    assert np.all(got[ref == 0] == 0)
+    lo, hi = (tonp(v) for v in certify.output_bounds(asxp(alpha), asxp(sX), asxp(sX0), asxp(got)))
+    sign = tonp(info["sign"])
+    assert np.all(np.where(sign > 0, lo, -hi)[got > 0] > 0)
