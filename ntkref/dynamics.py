@@ -834,7 +834,11 @@ def _flow_dopri(K, y, loss, lam, c, g0, a0, K_test, g0_test, xp, times, rtol, at
         err = h * sum((ks[j] * _DP_E[j] for j in range(7)), xp.zeros_like(a))
         sc = atol + rtol * xp.maximum(xp.abs(a), xp.abs(a_new))
         # one host read per step: the scaled error (step control) and the max error together
-        en, err_max = _host(xp.stack([xp.max(xp.abs(err) / sc), xp.max(xp.abs(err))]))
+        # (atol = 0: a coordinate at 0 with no error contributes 0, not 0/0; with an error, inf: the step shrinks)
+        pos = sc > 0
+        scaled = xp.where(err == 0, xp.zeros_like(err),
+                          xp.where(pos, xp.abs(err) / xp.where(pos, sc, xp.ones_like(sc)), xp.full_like(sc, math.inf)))
+        en, err_max = _host(xp.stack([xp.max(scaled), xp.max(xp.abs(err))]))
         if en <= 1.0:
             err_sum += err_max
             t = t + h if t + h < t_goal else t_goal

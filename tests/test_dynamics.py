@@ -545,6 +545,23 @@ def test_dopri_matches_solve_ivp(xp, asxp, tonp, name):
     assert np.abs(sol.y.T - tonp(tr.g_train)).max() < 1e-8
 
 
+def test_dopri_with_atol_zero_and_a_coordinate_that_stays_zero(xp, asxp, tonp):
+    """atol = 0 is pure relative error control; a coefficient that stays exactly 0 (a squared-hinge point held
+    beyond its margin by g₀ = 5y, so l′ = 0) has no error, and its scaled error is 0, not 0/0 (the run used to
+    end in a step-size underflow).  Checked against SciPy's DOP853 on the g-ODE."""
+    K, _, y = rbf_problem(n=15, seed=19)
+    g0 = np.zeros(15)
+    g0[0] = 5 * y[0]
+    lam, ts = 0.2, [0.0, 0.5, 2.0]
+    tr = D.gradient_flow(asxp(K), asxp(y), "squared_hinge", lam, ts, g0=asxp(g0), rtol=1e-10, atol=0.0)
+    assert tr.method == "dopri5" and float(tonp(tr.alpha)[-1, 0]) == 0.0
+    loss = losses.get("squared_hinge")
+    sol = scipy.integrate.solve_ivp(
+        lambda _, g: -lam * g - K @ tonp(loss.derivative(g, y)), (0, ts[-1]), g0,
+        t_eval=ts, method="DOP853", rtol=1e-13, atol=1e-14)
+    assert np.abs(sol.y.T - tonp(tr.g_train)).max() < 1e-7
+
+
 def test_epsilon_insensitive_flow_matches_discrete_limit(xp, asxp, tonp, record_property):
     K, _, y = rbf_problem(n=16, seed=20, regression=True)
     lam, T = 0.5, 2.0
