@@ -1463,11 +1463,12 @@ def adversarial_linear_direction(x, y, eps, *, norm="l2", mask=None, tol=1e-12, 
     Host-side reference solver (SciPy/NumPy; the problem is a small convex program): L-BFGS-B from the
     least-squares solution, then an active-set Newton polish (residuals and, for ℓ1, coordinates near 0 fixed at
     0, the smooth piece minimised exactly), keeping the candidate (also θ = 0) with the lowest P.  The result is
-    **certified** by a dual feasible point (see ``_alin_gap``): gap = P(θ) − D ≥ P(θ) − P*.  With
+    **certified** by a dual feasible point (see ``_alin_gap``): gap = P(θ) − D ≥ P(θ) − P*, floored at 4·N·eps·P,
+    the rounding of P and D (a gap computed as 0 certifies nothing finer).  With
     μ = λ_min(XᵀX/N) > 0 (P is μ-strongly convex), ‖θ − θ*‖₂ ≤ √(2·gap/μ).  ε = 0 is least squares (lstsq) with
     gap ½∇Pᵀ(XᵀX/N)⁺∇P.  If the gap exceeds ``tol``·(m² + P), m = 2^⌈log₂ max|yᵢ|⌉ (P and the gap scale like y²),
-    a RuntimeWarning says so (measured: gaps ≲ 1e-15·P on random instances, θ errors ≲ 1e-8 against an
-    independent SLSQP epigraph solve).
+    a RuntimeWarning says so (measured: computed gaps ≲ 1e-15·P on random instances, so the floor is what is
+    reported there; θ errors ≲ 1e-8 against an independent SLSQP epigraph solve).
 
     Scale-free: θ*(X, ty, ε) = tθ*(X, y, ε) and θ*(sX, y, sε) = θ*(X, y, ε)/s; the solver works on X and y divided
     by powers of two (exact), so these hold bit for bit for powers of two t, s (away from under/overflow of θ).
@@ -1530,7 +1531,10 @@ def adversarial_linear_direction(x, y, eps, *, norm="l2", mask=None, tol=1e-12, 
         def certificate(t):  # the best duality gap over a few guesses of which residuals are exactly 0
             with np.errstate(over="ignore", invalid="ignore"):
                 dual = min(_alin_gap(Xs, Y, eps, norm, t, zt * r_scale) for zt in (0.0, 1e-9, 1e-7, 1e-5, 1e-3))
-            return max(0.0, min(dual, _alin_primal(Xs, Y, eps, norm, t) - p_ls))
+            p_t = _alin_primal(Xs, Y, eps, norm, t)
+            # P and D are means of N terms of size ≲ P: a computed gap below their rounding (~N·eps·P) certifies
+            # nothing smaller than that rounding (it came out as exactly 0, and a θ error bound of 0)
+            return max(4 * n * np.finfo(np.float64).eps * p_t, min(dual, p_t - p_ls))
 
         def fun(t):
             r = Xs @ t - Y
