@@ -105,8 +105,10 @@ output_bounds(c·α, t·xᵢ, s·x₀, s·δ) = cst·output_bounds(α, xᵢ, x�
 scaled back (|Θ| below the dtype's smallest normal number) is moved outward by that number, so the
 intervals contain Θ and g at every common scale of the inputs.  The normalisation is per array, not per
 row: where a test row and a training row are both smaller than their arrays' largest by a factor below
-about 2⁻²⁴⁰ (float64) or 2⁻²⁵ (float32) (one of them alone: 2⁻⁴⁸⁰, 2⁻⁵⁰), (R − p)(R + p) still underflows
-and their bound is not guaranteed — certify rows of such different magnitudes in separate calls.
+about 2⁻²⁴⁰ (float64) or 2⁻²⁵ (float32) (one of them alone: 2⁻⁴⁸⁰, 2⁻⁵⁰), (R − p)(R + p) would underflow
+and their bound would not be guaranteed: such inputs are refused with an error naming them (the smallest nonzero
+row norms multiply to less than 4·√(smallest_normal/eps)) — certify rows of such different magnitudes in
+separate calls.
 
 Certified radius
 ----------------
@@ -626,7 +628,31 @@ def _prepare(x0, x_train, caller, norm, method, domain, exact_domain=False, test
     check_memory(12 * x0.shape[0] * x_train.shape[0],
                  f"The ({x0.shape[0]}, {x_train.shape[0]}) test-train ranges of {test_name!r}/'x_train'", caller, x_train,
                  ways_out="certify fewer test points per call, or use float32")
-    return xp, x_train, x0, _NTKGeometry(x0, x_train, xp, norm, dom, method, exact_domain)
+    geo = _NTKGeometry(x0, x_train, xp, norm, dom, method, exact_domain)
+    _check_row_scales(geo, caller, test_name)
+    return xp, x_train, x0, geo
+
+
+def _check_row_scales(geo, caller, test_name):
+    """Refuse rows too small against their array's largest for a sound bound (module docstring, "Scale").
+
+    After the per-array normalisation, (R − p)(R + p) with R = ‖x₀‖‖x′‖ is computed in the normal range only if
+    R ≥ √(smallest_normal/eps): below that it underflows and the bound of that pair is not guaranteed.  Zero rows
+    are exact (Θ = 0) and allowed."""
+    xp = geo.xp
+    if geo.x0_norm.shape[0] == 0 or geo.n2.shape[0] == 0:
+        return
+    inf = xp.asarray(math.inf, dtype=geo.dtype, device=device_of(geo.x_test))
+    m0 = float(xp.min(xp.where(geo.x0_norm > 0, geo.x0_norm, inf)))
+    mt = float(xp.min(xp.where(geo.n2 > 0, geo.n2, inf)))
+    floor = 4.0 * math.sqrt(float(xp.finfo(geo.dtype).smallest_normal) / geo.eps)
+    if math.isfinite(m0) and math.isfinite(mt) and m0 * mt < floor:
+        raise InvalidParameterError(
+            f"The rows of {test_name!r} and 'x_train' of {caller} span too many orders of magnitude for a guaranteed "
+            f"bound: the smallest nonzero row norms, relative to their arrays' largest entries, multiply to "
+            f"{m0 * mt:.3g} < {floor:.3g} ({geo.dtype}), where the NTK's (R − p)(R + p) underflows. Certify the "
+            f"small rows in a separate call (each call is normalised by its own largest entry), or use float64."
+        )
 
 
 # ---------------------------------------------------------------------------
