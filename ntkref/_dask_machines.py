@@ -526,26 +526,13 @@ def hard_margin_svm(K, y, *, tol=None, max_iter=None, C_max=None, check_psd=True
     C_max = 1e12 / scale if C_max is None else check_real(C_max, "C_max", caller=caller, low=0.0, closed="right")
     xp = _xp()
     cols = _Columns(K)
-    C, alpha, its_total = min(1.0 / scale, C_max), None, 0
-    while True:
-        lam = 1.0 / C
-        lo, hi, _, _ = _m._qp_bounds(y, loss, lam, xp)
 
-        def gap_fn(a, g, lam=lam):
-            return _m._primal_from_g(a, g, y, loss, lam, xp), _m._dual_from_g(a, g, y, loss, lam, xp)
+    def solve_c(lo, hi, gap_fn, alpha0):
+        alpha, g, its, _ = _working_set_qp(cols, y, lo, hi, 0.0, 0.0, gap_fn, tol, max_iter, float(np.max(diag)),
+                                           chunk, alpha0=alpha0)
+        return alpha, g, its
 
-        alpha, g, its, _conv = _working_set_qp(cols, y, lo, hi, 0.0, 0.0, gap_fn, tol, max_iter, float(np.max(diag)),
-                                               chunk, alpha0=alpha)
-        its_total += its
-        if not np.any(y * alpha >= C * (1 - 1e-9)):
-            break
-        if C >= C_max:
-            raise InvalidParameterError(
-                f"The data given to {caller} are not separable in the RKHS of K with geometric margin >= "
-                f"1/sqrt(C_max) = {1 / math.sqrt(C_max):.3g} (soft-margin SVM with C = {C:.3g} still has coefficients "
-                "at the bound C). Use a soft margin (machines.fit(K, y, 'hinge', lam))."
-            )
-        C = min(10.0 * C, C_max)
+    alpha, g, _, _, its_total = _m._soft_margin_path(solve_c, y, scale, C_max, caller, xp)
     norm2 = float(alpha @ g)
     primal, dual = 0.5 * norm2, float(y @ alpha) - 0.5 * norm2
     infeas = max(0.0, 1.0 - float(np.min(y * g)))

@@ -696,30 +696,12 @@ def hard_margin_svm(K, y, *, tol=None, max_iter=None, C_max=None, check_psd=True
 
     def soft_margin_path(K, y_in, xp):
         y = _in_work_precision(y_in, K, xp)
-        C = min(1.0 / scale, C_max)
-        alpha = None
-        its_total = 0
-        while True:
-            lam = 1.0 / C
-            lo, hi, _, _ = _qp_bounds(y, loss, lam, xp)
 
-            def gap_fn(a, g, lam=lam):
-                return (_primal_from_g(a, g, y, loss, lam, xp), _dual_from_g(a, g, y, loss, lam, xp))
+        def solve_c(lo, hi, gap_fn, alpha0):
+            alpha, g, its, _ = _chunked_qp(K, y, lo, hi, 0.0, 0.0, gap_fn, tol, max_iter, xp, alpha0=alpha0)
+            return alpha, g, its
 
-            alpha, g, its, conv = _chunked_qp(K, y, lo, hi, 0.0, 0.0, gap_fn, tol, max_iter, xp, alpha0=alpha)
-            its_total += its
-            at_bound = bool(xp.any(y * alpha >= C * (1 - 1e-9)))
-            if not at_bound:
-                break
-            if C >= C_max:
-                raise InvalidParameterError(
-                    f"The data given to {caller} are not separable in the RKHS of K with geometric margin "
-                    f">= 1/sqrt(C_max) = {1 / math.sqrt(C_max):.3g} (soft-margin SVM with C = {C:.3g} still has "
-                    "coefficients at the bound C). Use a soft margin (machines.fit(K, y, 'hinge', lam))."
-                )
-            C = min(10.0 * C, C_max)
-            if alpha is not None and not bool(xp.any(alpha != 0)):
-                alpha = None
+        alpha, g, lo, hi, its_total = _soft_margin_path(solve_c, y, scale, C_max, caller, xp)
         if alpha.dtype != K.dtype:  # the certificate is that of the α returned, rounded to K's dtype
             alpha = _rounded_into_box(alpha, lo, hi, K.dtype, xp)
             g = _support_matvec(K, alpha, xp)
@@ -739,6 +721,34 @@ def hard_margin_svm(K, y, *, tol=None, max_iter=None, C_max=None, check_psd=True
         dual_objective=dual, duality_gap=primal - dual, kkt_residual=infeas, n_iter=its_total,
         converged=bool(conv), rkhs_norm_=math.sqrt(max(norm2, 0.0)), train_output_=g,
     )
+
+
+def _soft_margin_path(solve_c, y, scale, C_max, caller, xp):
+    """The soft-margin path of :func:`hard_margin_svm` (dense and Dask): C = 1/λ from min(1/mean Kᵢᵢ, C_max),
+    tenfold, each SVM by ``solve_c(lo, hi, gap_fn, alpha0)`` → (α, g, iterations) warm-started from the last α,
+    until no yᵢαᵢ sits at C.  Returns (α, g, lo, hi, iterations); data still at the bound at C_max are refused."""
+    loss = _losses.get("hinge")
+    C, alpha, its_total = min(1.0 / scale, C_max), None, 0
+    while True:
+        lam = 1.0 / C
+        lo, hi, _, _ = _qp_bounds(y, loss, lam, xp)
+
+        def gap_fn(a, g, lam=lam):
+            return _primal_from_g(a, g, y, loss, lam, xp), _dual_from_g(a, g, y, loss, lam, xp)
+
+        alpha, g, its = solve_c(lo, hi, gap_fn, alpha)
+        its_total += its
+        if not bool(xp.any(y * alpha >= C * (1 - 1e-9))):
+            return alpha, g, lo, hi, its_total
+        if C >= C_max:
+            raise InvalidParameterError(
+                f"The data given to {caller} are not separable in the RKHS of K with geometric margin "
+                f">= 1/sqrt(C_max) = {1 / math.sqrt(C_max):.3g} (soft-margin SVM with C = {C:.3g} still has "
+                "coefficients at the bound C). Use a soft margin (machines.fit(K, y, 'hinge', lam))."
+            )
+        C = min(10.0 * C, C_max)
+        if not bool(xp.any(alpha != 0)):
+            alpha = None
 
 
 def predict(alpha, K_test_train):

@@ -365,15 +365,20 @@ def test_dask_working_sets_refine_with_the_tight_threshold(client):
     assert np.max(np.abs(g - ref.train_output_)) <= 200 * 2.3e-16 * np.max(np.abs(K) @ np.abs(ref.alpha_))
 
 
+def _two_clusters(n, d, sep, seed):
+    """Alternating labels ±1, Gaussian clusters (σ = 0.5) at ±sep on the first axis, and their depth-1 NTK Gram."""
+    rng = np.random.default_rng(seed)
+    y = np.where(np.arange(n) % 2 == 0, 1.0, -1.0)
+    X = 0.5 * rng.standard_normal((n, d))
+    X[:, 0] += sep * y
+    return X, y, kernels.fc(X, depth=1, get="ntk").ntk
+
+
 def test_working_set_gathers_only_part_of_K_when_few_points_are_support_vectors(client):
     """Two separated clusters: 12 of 600 points are support vectors; the solver gathers < n columns of K (the
     client never held the whole Gram) and still equals the dense solve."""
-    rng = np.random.default_rng(5)
     n = 600
-    y = np.where(np.arange(n) % 2 == 0, 1.0, -1.0)
-    X = 0.5 * rng.standard_normal((n, 8))
-    X[:, 0] += 2.0 * y
-    K = kernels.fc(X, depth=1, get="ntk").ntk
+    X, y, K = _two_clusters(n, 8, 2.0, seed=5)
     Kd = da.from_array(K, chunks=150).persist()
     ref = machines.solve(K, y, "hinge", 0.01)
     n_sv = int(np.sum(ref.alpha_ != 0))
@@ -388,12 +393,7 @@ def test_hard_margin_svm_on_dask(client):
     """Separable clusters: machines.hard_margin_svm on the Dask Gram equals the dense one, satisfies the
     hard-margin KKT conditions written out here (yᵢgᵢ ≥ 1, yᵢαᵢ ≥ 0, αᵢ(yᵢgᵢ − 1) = 0) and primal = dual
     (½‖β‖² = yᵀα − ½αᵀKα); a point repeated with both labels (not separable) is refused, naming C_max."""
-    rng = np.random.default_rng(7)
-    n = 160
-    y = np.where(np.arange(n) % 2 == 0, 1.0, -1.0)
-    X = 0.5 * rng.standard_normal((n, 6))
-    X[:, 0] += 1.5 * y
-    K = kernels.fc(X, depth=1, get="ntk").ntk
+    X, y, K = _two_clusters(160, 6, 1.5, seed=7)
     Kd = da.from_array(K, chunks=(50, 50)).persist()
     ref = machines.hard_margin_svm(K, y)
     m = machines.hard_margin_svm(Kd, y)
