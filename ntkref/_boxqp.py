@@ -229,17 +229,21 @@ def _compat_eigh(a, xp):
     return eigh(a, xp)
 
 
-def _support_matvec(K, alpha, xp):
-    """g = Kα from the rows of the support S of α only (|S|·n entries read; K is symmetric), in α's dtype.
+def _support_matvec(K, alpha, xp, absolute=False):
+    """g = Kα from the rows of the support S of α only (|S|·n entries read; K is symmetric), in α's dtype;
+    ``absolute``: |K||α| instead (the scale of the rounding of Kα).
 
     The rows of a K held in a lower precision than α are converted (exactly) before the product.
     """
     n = K.shape[0]
     sv = xp.nonzero(alpha != 0)[0]
     if sv.shape[0] == n:
-        return alpha @ (K if K.dtype == alpha.dtype else xp.astype(K, alpha.dtype))
-    rows = xp.take(K, sv, axis=0)
-    return xp.take(alpha, sv) @ (rows if rows.dtype == alpha.dtype else xp.astype(rows, alpha.dtype))
+        rows, a = K, alpha
+    else:
+        rows, a = xp.take(K, sv, axis=0), xp.take(alpha, sv)
+    if rows.dtype != alpha.dtype:
+        rows = xp.astype(rows, alpha.dtype)
+    return xp.abs(a) @ xp.abs(rows) if absolute else a @ rows
 
 
 def _chunked_qp(K, y, lo, hi, eps, shift, gap_fn, tol, max_iter, xp, alpha0=None, chunk=None):

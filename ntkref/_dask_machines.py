@@ -464,6 +464,7 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
         cols = _Columns(K)
         alpha, g, its, conv = _working_set_qp(cols, y, lo, hi, eps, shift, gap_fn, tol, max_iter, diag_max, chunk)
         primal, dual = gap_fn(alpha, g)
+        absKa = np.abs(cols.C) @ np.abs(alpha[cols.idx])  # α is supported on the last working set's columns
         kkt = _qp_kkt(alpha, g, y, loss, lam_sum, diag_max)
         extra = dict(max_working_set=cols.max_width, columns_gathered=cols.gathered,
                      distinct_columns=int(np.sum(cols.seen)))
@@ -480,13 +481,21 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
             primal_rep = _m._primal_from_g(a_dual, g_dual, y, loss, lam_sum, xp)
             if primal_rep - dual <= tol * max(1.0, primal_rep):
                 alpha, g, primal = a_dual, g_dual, primal_rep
+        # g afresh (Newton's g was updated step by step) and |K||α|: two more products
+        g = _dask.symmetric_matvec(K, alpha)
+        primal = _m._primal_from_g(alpha, g, y, loss, lam_sum, xp)
+        absKa = _dask.symmetric_matvec(_dask._da().abs(K), np.abs(alpha))
+        products += 2
         kkt = float(np.max(np.abs(alpha + loss.derivative(g, y) / lam_sum)))
         extra = dict(n_matvec=products)
     _finite_or_error(kmax, K.dtype, y, lam, primal, dual, kkt, alpha)
+    gap_rounding = _m._gap_rounding(alpha, g, absKa, y, loss, lam_sum, primal, dual, xp)  # as machines.solve
+    conv = conv and primal - dual + gap_rounding <= tol * max(1.0, primal)
     if not conv:
         warnings.warn(
-            f"{_CALLER}: the {loss.name} solver on the Dask Gram stopped with duality gap {primal - dual:.3g} > "
-            f"tol·max(1, P) = {tol * max(1.0, primal):.3g} after {its} iterations.",
+            f"{_CALLER}: the {loss.name} solver on the Dask Gram stopped with duality gap {primal - dual:.3g} (+ its "
+            f"rounding estimate {gap_rounding:.3g}) > tol·max(1, P) = {tol * max(1.0, primal):.3g} after {its} "
+            f"iterations.",
             _m.ConvergenceWarning,
             stacklevel=3,
         )
@@ -496,7 +505,7 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
         alpha_=da.from_array(alpha, chunks=(K.chunks[0],)), loss=loss, lam=lam, lam_sum=lam_sum, reduction=reduction,
         primal_objective=primal / div, dual_objective=dual / div, duality_gap=(primal - dual) / div,
         kkt_residual=kkt, n_iter=its, converged=bool(conv), rkhs_norm_=math.sqrt(max(float(alpha @ g), 0.0)),
-        train_output_=da.from_array(g, chunks=(K.chunks[0],)), **extra,
+        train_output_=da.from_array(g, chunks=(K.chunks[0],)), gap_rounding=gap_rounding / div, **extra,
     )
 
 

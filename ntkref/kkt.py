@@ -160,7 +160,7 @@ def _project_sum_zero(a, lo, hi):
             s0, s1 = s(T[k0]), s(T[k1])
             if s1 == s0:
                 raise InvalidParameterError("internal: the dual feasible set {lo <= a <= hi, sum(a) = 0} is empty.")
-            t = T[k0] - s0 * (T[k1] - T[k0]) / (s1 - s0)
+            t = T[k0] - (s0 / (s1 - s0)) * (T[k1] - T[k0])  # (the ratio first: s·ΔT overflows at |a| ~ 1e180)
         else:
             while j - i > 1:  # invariant s(T[i]) >= 0 >= s(T[j])
                 k = (i + j) // 2
@@ -169,7 +169,7 @@ def _project_sum_zero(a, lo, hi):
                     i, si = k, sk
                 else:
                     j, sj = k, sk
-            t = T[i] if si == sj else T[i] + si * (T[j] - T[i]) / (si - sj)
+            t = T[i] if si == sj else T[i] + (si / (si - sj)) * (T[j] - T[i])
     z = np.clip(a - t, lo, hi)
     inside = (z > lo) & (z < hi)
     if inside.any():

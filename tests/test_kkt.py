@@ -539,3 +539,22 @@ def test_warns_when_the_iteration_cap_stops_it():
         km = kkt.fit_with_intercept(K, y, "hinge", 0.1, max_iter=2)
     assert not km.converged
     assert any(issubclass(w.category, machines.ConvergenceWarning) for w in rec)
+
+
+@pytest.mark.parametrize("name", ["hinge", "squared_hinge", "epsilon_insensitive"])
+def test_intercept_fit_is_scale_covariant_at_tiny_scales(name):
+    """(sK, sλ) has the solution (α/s, b) with the same f = Kα + b and the same P (P(α/s; sK, sλ) = P(α; K, λ)).
+    At s = 2⁻⁶⁰⁰ the projection onto {box, Σαᵢ = 0} multiplied two O(1/λ) numbers and overflowed: the dual was
+    −inf-like (gap = P, converged=False) and the squared hinge was refused as 'too large'."""
+    rng = np.random.default_rng(5)
+    X = rng.integers(-3, 4, size=(20, 3)).astype(float)
+    K = X @ X.T
+    y = np.where(rng.standard_normal(20) > 0, 1.0, -1.0)
+    target = X[:, 0] + 0.5 if name == "epsilon_insensitive" else y
+    base = kkt.fit_with_intercept(K, target, name, 1.0)
+    s = 2.0 ** -600
+    m = kkt.fit_with_intercept(K * s, target, name, s)
+    assert base.converged and m.converged
+    assert m.primal_objective == pytest.approx(base.primal_objective, rel=1e-12)
+    f, f0 = (K * s) @ m.alpha_ + m.intercept_, K @ base.alpha_ + base.intercept_
+    np.testing.assert_allclose(f, f0, rtol=0, atol=1e-12 * np.abs(f0).max())

@@ -412,24 +412,82 @@ def test_float32_solves_are_certified_against_the_feature_space_primal(name, lam
         assert gap == pytest.approx(km.duality_gap, rel=1e-9, abs=1e-12 * P)
 
 
+def _refinement_case():
+    """A rank-20 linear kernel, n = 500, ε-insensitive (ε = 0.1) at λ = 0.001 (|α| up to 1/λ = 1e3): the working-set
+    solves' drift-safe threshold, 1e3·m·eps·L·max|α| ≈ 2e-4, left violations of ~1e-6 (converged=False at relative
+    gap 8e-7); the second pass with the per-coordinate threshold reaches tol."""
+    rng = np.random.default_rng([5, 500, 20])
+    X = rng.standard_normal((500, 20))
+    return X @ X.T, np.sign(X[:, 0] + 0.3 * rng.standard_normal(500)), 1e-3
+
+
 def test_tight_refinement_reaches_tol_where_the_coarse_threshold_stopped(asxp, tonp):
-    """The working-set solves stop at a drift-safe rounding threshold, 1e3·m·eps·L·max|α|, which is coarse when
-    |α| reaches 1/λ = 1e5 on a rank-10 linear kernel: violations below it remained and the solve ended with
-    converged=False.  A second pass with the per-coordinate threshold reaches tol.  The gap is recomputed here
-    from its definition: P = (λ/2)αᵀKα + Σ max(0, 1 − yᵢgᵢ), D = Σ tᵢ − (λ/2)αᵀKα, t = λyα ∈ [0, 1]."""
-    rng = np.random.default_rng([1, 200, 10])
-    X = rng.standard_normal((200, 10))
-    y = np.sign(X[:, 0] + 0.3 * rng.standard_normal(200))
-    K, lam = X @ X.T, 1e-5
-    km = machines.solve(asxp(K), asxp(y), "hinge", lam)
+    """:func:`_refinement_case`.  The gap is recomputed here from its definition: P = (λ/2)αᵀKα
+    + Σ max(0, |Kα − y| − ε), D = λyᵀα − ελ‖α‖₁ − (λ/2)αᵀKα with |λαᵢ| ≤ 1; and the estimate of its rounding
+    (gap_rounding) is below tol too."""
+    K, y, lam = _refinement_case()
+    km = machines.solve(asxp(K), asxp(y), losses.get("epsilon_insensitive", epsilon=0.1), lam)
     assert km.converged
     a = tonp(km.alpha_)
     g = K @ a
-    t = lam * y * a
-    assert np.all((t >= 0) & (t <= 1))
-    P = lam / 2 * a @ g + np.sum(np.maximum(0, 1 - y * g))
-    D = np.sum(t) - lam / 2 * a @ g
-    assert 0 <= P - D <= 1e-10 * P + 1e-13 * np.sum(np.abs(y * g) + 1)  # (the rounding of the two sums)
+    assert np.max(np.abs(lam * a)) <= 1
+    P = lam / 2 * a @ g + np.sum(np.maximum(0, np.abs(g - y) - 0.1))
+    D = lam * y @ a - 0.1 * lam * np.sum(np.abs(a)) - lam / 2 * a @ g
+    assert 0 <= P - D <= 1e-10 * P + 1e-12 * np.sum(np.abs(g) + 1)  # (the rounding of the two sums)
+    assert P - D + km.gap_rounding <= 1e-10 * P
+
+
+def test_gap_rounding_refuses_to_certify_what_float64_cannot(tonp):
+    """|α| up to 1/λ = 1e12 on a rank-2 integer Gram: g = Kα is rounded by ~1e-4 and the computed P and D, which
+    share it, cancel to a gap of 1e-15 — the solve said converged=True while its exact primal (rational Kα,
+    50-digit losses) exceeds an LP's upper bound on P* by 2.6e-4.  Now gap + gap_rounding bounds that excess and
+    converged is False, with a warning naming the rounding of Kα."""
+    from fractions import Fraction as F
+
+    X = np.array([[-3, 0], [0, 0], [0, 2], [0, -1], [-1, 2], [1, 0], [3, -2], [0, 3], [2, 1], [-3, 0], [-1, 3],
+                  [0, 1]], float)
+    y = np.array([1, 1, 1, -1, 1, -1, -1, -1, -1, -1, -1, -1], float)
+    K, n, lam = X @ X.T, 12, 1e-12
+    with pytest.warns(machines.ConvergenceWarning, match="rounding of g = Kα"):
+        km = machines.solve(K, y, "hinge", lam)
+    assert not km.converged
+    a = [F(float(v)) for v in tonp(km.alpha_)]
+    g = [sum(F(float(K[i, j])) * a[j] for j in range(n)) for i in range(n)]
+    P_exact = float(F(lam) / 2 * sum(ai * gi for ai, gi in zip(a, g))
+                    + sum(max(F(0), 1 - F(float(yi)) * gi) for yi, gi in zip(y, g)))
+    lp = scipy.optimize.linprog(np.r_[0.0, 0.0, np.ones(n)], A_ub=np.c_[-(y[:, None] * X), -np.eye(n)],
+                                b_ub=-np.ones(n), bounds=[(None, None)] * 2 + [(0, None)] * n, method="highs")
+    w = lp.x[:2]
+    P_upper = lam / 2 * w @ w + np.sum(np.maximum(0, 1 - y * (X @ w)))  # ≥ P*
+    assert P_exact - P_upper > 1e3 * max(km.duality_gap, 1e-16)  # the computed gap alone is no certificate
+    assert P_exact - P_upper <= km.duality_gap + km.gap_rounding
+
+
+@pytest.mark.parametrize("lam", [1e-8, 1e-4, 1e-2])
+def test_float32_squared_loss_is_solved_in_float64(lam, asxp, tonp):
+    """The closed form of the squared loss on a float32 integer Gram of rank 3 (n = 25): it ran in float32, where
+    K + (λ/2)I is singular at λ = 1e-8 (a raw LinAlgError) and at λ = 1e-4 gave converged=True with P(α) 1.6e-3
+    above the optimum.  Now: solved in float64, α rounded to float32, and the certificate (recomputed here in
+    float64, P − D with D(α) = −Σ(−λαᵢyᵢ + λ²αᵢ²/4) − (λ/2)αᵀKα) is that of the α returned; converged only if it
+    meets tol."""
+    rng = np.random.default_rng(2)
+    X = rng.integers(-3, 4, size=(25, 3)).astype(np.float64)
+    K = X @ X.T
+    y = rng.integers(-5, 6, size=25).astype(np.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", machines.ConvergenceWarning)
+        km = machines.solve(asxp(K.astype(np.float32)), asxp(y.astype(np.float32)), "squared", lam)
+    assert km.alpha_.dtype == np.float32 or "float32" in str(km.alpha_.dtype)
+    a = tonp(km.alpha_).astype(np.float64)
+    g = K @ a
+    P = lam / 2 * a @ g + np.sum((y - g) ** 2)
+    s = lam * a
+    D = -np.sum(-s * y + s * s / 4) - lam / 2 * a @ g
+    assert km.primal_objective == pytest.approx(P, rel=1e-12)
+    assert km.duality_gap == pytest.approx(P - D, rel=1e-6, abs=1e-12 * P)
+    assert km.converged == (P - D + km.gap_rounding <= 1e-4 * max(1.0, P))
+    ref = machines.solve(K, y, "squared", lam)  # the float64 optimum of the same numbers
+    assert P - ref.primal_objective <= km.duality_gap + km.gap_rounding + 1e-9 * P
 
 
 def test_float32_rounding_limit_is_reported_not_hidden(asxp, tonp):
