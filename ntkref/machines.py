@@ -317,6 +317,17 @@ def _gap_rounding(alpha, g, absKa, y, loss, lam_sum, primal, dual, xp):
     return e + math.sqrt(n) * eps * (abs(primal) + (abs(dual) if math.isfinite(dual) else 0.0))
 
 
+def _rounding_of_gap(K, alpha, g, y, loss, lam_sum, primal, dual, tol, xp):
+    """:func:`_gap_rounding` with |K||α| bounded first by √Kᵢᵢ·Σⱼ√Kⱼⱼ|αⱼ| (|Kᵢⱼ| ≤ √(KᵢᵢKⱼⱼ) for a PSD K; O(n)),
+    and computed from the support's rows (|S|·n) only where that bound does not already leave the gap within tol."""
+    d = xp.linalg.diagonal(K)
+    sq = xp.sqrt(xp.maximum(d if d.dtype == alpha.dtype else xp.astype(d, alpha.dtype), 0.0))
+    e = _gap_rounding(alpha, g, sq * float(xp.sum(sq * xp.abs(alpha))), y, loss, lam_sum, primal, dual, xp)
+    if primal - dual + e <= tol * max(1.0, primal):
+        return e
+    return _gap_rounding(alpha, g, _support_matvec(K, alpha, xp, True), y, loss, lam_sum, primal, dual, xp)
+
+
 def _in_work_precision(y, K, xp):
     """y in the working precision of the exact QP solvers: float64 whatever K's dtype.
 
@@ -617,8 +628,7 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
         gap_rounding = 0.0
         conv = True  # λ = 0: kernel regression, no dual
         if lam_sum > 0:
-            gap_rounding = _gap_rounding(alpha, g, _support_matvec(Kw, alpha, xp, True), yw, loss, lam_sum,
-                                         primal, dual, xp)
+            gap_rounding = _rounding_of_gap(Kw, alpha, g, yw, loss, lam_sum, primal, dual, tol, xp)
             conv = primal - dual + gap_rounding <= tol * max(1.0, primal)
         norm2 = float(xp.sum(alpha * g))
         alpha, g = xp.astype(alpha, K.dtype), xp.astype(g, K.dtype)
@@ -645,7 +655,7 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
                 alpha = _rounded_into_box(alpha, lo, hi, K.dtype, xp)
                 g = _support_matvec(K, alpha, xp)
                 primal, dual = gap_fn(alpha, g)
-            e = _gap_rounding(alpha, g, _support_matvec(K, alpha, xp, True), y, loss, lam_sum, primal, dual, xp)
+            e = _rounding_of_gap(K, alpha, g, y, loss, lam_sum, primal, dual, tol, xp)
             conv = conv and primal - dual + e <= tol * max(1.0, primal)
             kkt = _kkt_residual(alpha, g, y, K, loss, lam_sum, xp)
             return (xp.astype(alpha, K.dtype), xp.astype(g, K.dtype), its, conv, primal, dual, kkt,
@@ -679,8 +689,7 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
             primal_rep = _primal_from_g(a_rep, g_rep, yw, loss, lam_sum, xp)
             if primal_rep - dual <= tol * max(1.0, primal_rep):
                 alpha, g, primal = a_rep, g_rep, primal_rep
-        gap_rounding = _gap_rounding(alpha, g, _support_matvec(Kw, alpha, xp, True), yw, loss, lam_sum, primal,
-                                     dual, xp)
+        gap_rounding = _rounding_of_gap(Kw, alpha, g, yw, loss, lam_sum, primal, dual, tol, xp)
         conv = conv and primal - dual + gap_rounding <= tol * max(1.0, primal)
         kkt = _kkt_residual(alpha, g, yw, Kw, loss, lam_sum, xp)
         norm2 = float(xp.sum(alpha * g))
