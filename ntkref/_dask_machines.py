@@ -546,15 +546,16 @@ def hard_margin_svm(K, y, *, tol=None, max_iter=None, C_max=None, check_psd=True
     primal, dual = 0.5 * norm2, float(y @ alpha) - 0.5 * norm2
     infeas = max(0.0, 1.0 - float(np.min(y * g)))
     _finite_or_error(kmax, K.dtype, y, 0.0, primal, dual, infeas, alpha)
-    conv = primal - dual <= tol * max(1.0, primal) and infeas <= math.sqrt(tol)
+    gap_rounding = _m._hard_margin_rounding(alpha, np.abs(cols.C) @ np.abs(alpha[cols.idx]), norm2, dual, xp)
+    conv = primal - dual + gap_rounding <= tol * max(1.0, primal) and infeas <= math.sqrt(tol)
     if not conv:
-        warnings.warn(f"{caller} on the Dask Gram: gap {primal - dual:.3g}, margin violation {infeas:.3g}.",
-                      _m.ConvergenceWarning, stacklevel=3)
+        warnings.warn(f"{caller} on the Dask Gram: gap {primal - dual:.3g} (+ its rounding estimate "
+                      f"{gap_rounding:.3g}), margin violation {infeas:.3g}.", _m.ConvergenceWarning, stacklevel=3)
     da = _dask._da()
     return DaskKernelMachine(
         alpha_=da.from_array(alpha, chunks=(K.chunks[0],)), loss=loss, lam=0.0, lam_sum=0.0, reduction="sum",
         primal_objective=primal, dual_objective=dual, duality_gap=primal - dual, kkt_residual=infeas,
-        n_iter=its_total, converged=bool(conv), rkhs_norm_=math.sqrt(max(norm2, 0.0)),
+        n_iter=its_total, converged=bool(conv), rkhs_norm_=math.sqrt(max(norm2, 0.0)), gap_rounding=gap_rounding,
         train_output_=da.from_array(g, chunks=(K.chunks[0],)), max_working_set=cols.max_width,
         columns_gathered=cols.gathered, distinct_columns=int(np.sum(cols.seen)),
     )

@@ -396,6 +396,7 @@ def test_hard_margin_svm_on_dask(client):
     ref = machines.hard_margin_svm(K, y)
     m = machines.hard_margin_svm(Kd, y)
     assert isinstance(m, machines.KernelMachine) and m.converged and m.lam == 0.0
+    assert 0 < m.gap_rounding <= 1e-10 * m.primal_objective  # the rounding of g = Kα is small here, and counted
     alpha, g = m.alpha_.compute(), m.train_output_.compute()
     np.testing.assert_allclose(alpha, ref.alpha_, rtol=0, atol=1e-9 * np.abs(ref.alpha_).max())
     np.testing.assert_allclose(g, K @ alpha, rtol=0, atol=1e-12 * np.abs(K).max() * np.abs(alpha).sum())
