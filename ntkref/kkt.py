@@ -693,7 +693,9 @@ def fit_with_intercept(K, y, loss="hinge", lam=None, *, reduction="sum", tol=Non
     _machines._check_finite_solution(caller, K, y, lam, xp, primal, dual, kkt, alpha)
     if not math.isfinite(b):
         raise InvalidParameterError(f"{caller}: the intercept is not finite (b = {b}); rescale the problem.")
-    conv = bool(exact) and primal - dual <= tol * max(1.0, primal)
+    # the rounding of Kα in the certificate (machines.solve's estimate, with f = Kα + b in place of g)
+    gap_rounding = _machines._rounding_of_gap(Kc, ac, g + b, yc, loss, lam_sum, primal, dual, tol, xp)
+    conv = bool(exact) and primal - dual + gap_rounding <= tol * max(1.0, primal)
     if not conv:
         rounding = ""
         if K.dtype != xp.float64 and loss.name != "squared":
@@ -702,13 +704,15 @@ def fit_with_intercept(K, y, loss="hinge", lam=None, *, reduction="sum", tol=Non
                 rounding = (f" That is the gap of α rounded to K's dtype {K.dtype}: the float64 solution it was "
                             f"rounded from has gap {p_w - d_w:.3g}. Pass K in float64 for it, or a larger tol.")
         warnings.warn(
-            f"{caller}: the {loss.name} solver stopped with duality gap {primal - dual:.3g} "
-            f"(tol·max(1, P) = {tol * max(1.0, primal):.3g}) after {its} iterations.{rounding}",
+            f"{caller}: the {loss.name} solver stopped with duality gap {primal - dual:.3g} (+ its rounding "
+            f"estimate {gap_rounding:.3g}; tol·max(1, P) = {tol * max(1.0, primal):.3g}) after {its} "
+            f"iterations.{rounding}",
             ConvergenceWarning, stacklevel=2,
         )
     return InterceptMachine(
         alpha_=alpha, loss=loss, lam=lam, lam_sum=lam_sum, reduction=reduction,
         primal_objective=primal / div, dual_objective=dual / div, duality_gap=(primal - dual) / div,
         kkt_residual=kkt, n_iter=its, converged=conv, rkhs_norm_=math.sqrt(max(float(xp.sum(ac * g)), 0.0)),
-        train_output_=xp.astype(g + b, K.dtype), intercept_=float(b), intercept_interval_=(float(interval[0]), float(interval[1])),
+        train_output_=xp.astype(g + b, K.dtype), intercept_=float(b),
+        intercept_interval_=(float(interval[0]), float(interval[1])), gap_rounding=gap_rounding / div,
     )

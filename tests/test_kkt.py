@@ -556,5 +556,7 @@ def test_intercept_fit_is_scale_covariant_at_tiny_scales(name):
     m = kkt.fit_with_intercept(K * s, target, name, s)
     assert base.converged and m.converged
     assert m.primal_objective == pytest.approx(base.primal_objective, rel=1e-12)
+    assert 0 < m.gap_rounding <= 1e-10 * m.primal_objective  # the rounding estimate is scale-free too
+    assert m.gap_rounding == pytest.approx(base.gap_rounding, rel=1e-6)
     f, f0 = (K * s) @ m.alpha_ + m.intercept_, K @ base.alpha_ + base.intercept_
     np.testing.assert_allclose(f, f0, rtol=0, atol=1e-12 * np.abs(f0).max())
