@@ -148,7 +148,7 @@ def check_fit(candidate, *, loss="hinge", lam=0.1, reduction="sum", loss_options
         sol = machines.solve(Kx, yx, loss_obj, lam, reduction=reduction)
         alpha_ref = host(sol.alpha_)
         p_ref = float(machines.objective(sol.alpha_, Kx, yx, loss_obj, lam, reduction=reduction))
-        bound = max(float(sol.duality_gap), 0.0) / max(1.0, abs(p_ref))
+        bound = (max(float(sol.duality_gap), 0.0) + sol.gap_rounding) / max(1.0, abs(p_ref))  # (+ its rounding)
         tol = max(objective_tol, bound)
         src = "ntkref" if bound > objective_tol else "user"
         inputs = {"K": K, "y": y, "lam": lam}

@@ -658,7 +658,8 @@ def _scaled(C, R, args, name, default_rtol, bound=0.0):
 
 def _fit_bound(sol, K64, tg, n, reduction):
     """ntkref's per-entry bound on g = Kα (absolute): √K_ii·√(2·gap_sum/λ_sum) (λ-strong convexity of (7) in β:
-    |g(xᵢ) − g*(xᵢ)| ≤ √K(xᵢ,xᵢ)·‖β − β*‖, machines' ``beta_error_bound``; the gap as computed, clipped at 0) plus
+    |g(xᵢ) − g*(xᵢ)| ≤ √K(xᵢ,xᵢ)·‖β − β*‖, machines' ``beta_error_bound``; the gap as computed, clipped at 0, plus
+    its rounding estimate ``gap_rounding``) plus
     the rounding of the product Kα (n·eps·(|K||α|)ᵢ); only that rounding when λ = 0 (closed form)."""
     lam_sum = getattr(sol, "lam_sum", 0.0)
     Kh = np.asarray(to_numpy(K64), dtype=np.float64)
@@ -668,7 +669,7 @@ def _fit_bound(sol, K64, tg, n, reduction):
     if not lam_sum > 0:
         return rounding
     mult = n if reduction == "mean" else 1
-    gap = max(float(sol.duality_gap) * mult, 0.0)  # as computed (machines' beta_error_bound)
+    gap = (max(float(sol.duality_gap), 0.0) + getattr(sol, "gap_rounding", 0.0)) * mult  # as beta_error_bound
     return np.sqrt(np.maximum(np.diag(Kh), 0.0)) * math.sqrt(2.0 * gap / lam_sum) + rounding
 
 
