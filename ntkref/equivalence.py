@@ -3,7 +3,7 @@ r"""Side by side: a finite network and the kernel machines it is equivalent to (
 :func:`compare` trains a network by (sub)gradient descent on (7) (:func:`ntkref.nets.train`) and
 the kernel machine (8) by the *same* discrete dynamics (:func:`ntkref.dynamics.subgradient_descent`)
 with K = Θ̂(w₀) (the empirical tangent kernel at initialisation) and, optionally, with the analytic
-NTK of the architecture (:func:`ntkref.kernels.fc`), from the same initial function g₀ = f₀.  It
+NTK of the architecture (:func:`ntkref.kernels.fc`, times κ² per :class:`~ntkref.nets.Scaled`), from the same initial function g₀ = f₀.  It
 reports the gaps ‖f_t − g_t‖ on training and test points and the kernel drift ‖Θ̂(w_t) − Θ̂(w₀)‖₂.
 
 Which network matches which machine (see :mod:`ntkref.nets._train` for the derivations):
@@ -45,9 +45,34 @@ class Comparison:
     drift: object  # (R,) ‖Θ̂(w_t) − Θ̂(w₀)‖₂ (training points), if tracked
 
 
-def _base_net(net):
-    inner = getattr(net, "net", net)
-    return inner
+def _analytic_target(net):
+    """(base, c): the :class:`~ntkref.nets.FullyConnected` under ``net``'s wrappers and the factor c with
+    which its analytic NTK is the wrappers' limit kernel.
+
+    Unwrapped level by level: :class:`~ntkref.nets.Scaled` (f = κ·f_inner, so ∇f = κ∇f_inner and
+    Θ̂ = κ²Θ̂_inner, seed 004 Theorem 2) multiplies c by κ²; :class:`~ntkref.nets.Antisymmetric`
+    (Θ̂ = (Θ̂_A + Θ̂_B)/2, each half → Θ) and :class:`~ntkref.nets.Linearized` (Θ̂ ≡ Θ̂_inner(w₀)) keep it.
+    Any other base (a ConvNet, a HomogeneousNet) has no ``kernels.fc`` limit: an error naming ``net``.
+    """
+    import math
+
+    from .nets import Antisymmetric, FullyConnected, Linearized, Scaled
+
+    factor, inner = 1.0, net
+    while isinstance(inner, (Scaled, Antisymmetric, Linearized)):
+        if isinstance(inner, Scaled):
+            factor *= float(inner.kappa) ** 2
+        inner = inner.net
+    if not isinstance(inner, FullyConnected):
+        raise InvalidParameterError(
+            f"The 'net' parameter of compare with analytic=True must be a FullyConnected ReLU network, possibly "
+            f"wrapped in Scaled, Antisymmetric or Linearized (its limit kernel is kernels.fc's NTK); its base is "
+            f"{type(inner).__name__}. Pass analytic=False.")
+    if not (math.isfinite(factor) and factor > 0):
+        raise InvalidParameterError(
+            f"The 'net' parameter of compare with analytic=True: the product of its Scaled wrappers' kappa**2 is "
+            f"{factor!r}, not a positive finite float; rescale kappa.")
+    return inner, factor
 
 
 def compare(
@@ -69,7 +94,10 @@ def compare(
     """Train ``net`` and its kernel machines by the same full-batch (sub)gradient descent.
 
     Parameters are those of :func:`ntkref.nets.train`; ``analytic=True`` also runs the KM with
-    ``kernels.fc(depth, W_std, b_std).ntk`` of the network's architecture (ReLU).
+    c·``kernels.fc(depth, W_std, b_std).ntk`` of the network's architecture (ReLU), c the product of
+    κ² over its :class:`~ntkref.nets.Scaled` wrappers (Antisymmetric and Linearized keep the kernel);
+    a base other than :class:`~ntkref.nets.FullyConnected` is an error naming ``net``.  For a
+    Linearized net the analytic kernel is the limit of Θ̂ at an *initialisation* w₀.
     The KM starts from g₀ = f₀ (the network's initial outputs) with coefficients α₀ = 0; under (8)
     its g₀ decays like (1 − ηλ)^k, while ``"from_init"`` keeps the network's f₀, so the two agree
     only for f₀ = 0 (:class:`~ntkref.nets.Antisymmetric`, or its :class:`~ntkref.nets.Linearized`).
@@ -77,6 +105,8 @@ def compare(
     Finite or an error: ``params`` must be the network's parameters (as ``net.init`` returns them), the loss of the initial outputs f₀ against ``y`` must be representable, ``x_test`` (if
     given) needs a row, and a record that overflows during training is an error naming the inputs.
     """
+    if analytic:
+        base, factor = _analytic_target(net)
     _check_inputs(net, params, x, y, loss, x_test)
     nn = _train(
         net, params, x, y, loss, lam, lr, steps, x_test=x_test, regularize=regularize,
@@ -95,9 +125,9 @@ def compare(
     gap_t = xp.max(xp.abs(nn.f_test - km.g_test), axis=1) if x_test is not None else None
     km_a = gap_a = None
     if analytic:
-        base = _base_net(net)
-        K = _kernels.fc(x, depth=base.depth, W_std=list(base.W_std), b_std=list(base.b_std)).ntk
-        Kt = _kernels.fc(x_test, x, depth=base.depth, W_std=list(base.W_std), b_std=list(base.b_std)).ntk if x_test is not None else None
+        arch = dict(depth=base.depth, W_std=list(base.W_std), b_std=list(base.b_std))
+        K = factor * _kernels.fc(x, **arch).ntk
+        Kt = factor * _kernels.fc(x_test, x, **arch).ntk if x_test is not None else None
         km_a = _dynamics.subgradient_descent(K, y, loss, lam, lr, steps, K_test=Kt, g0=g0, g0_test=g0t, reduction=reduction)
         gap_a = xp.sqrt(xp.sum((nn.f_train - km_a.g_train) ** 2, axis=1))
     out = Comparison(nn, km, km_a, gap, gap_t, gap_a, nn.drift)

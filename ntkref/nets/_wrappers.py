@@ -10,8 +10,12 @@ r"""Networks built from a network: the antisymmetric doubling (f₀ ≡ 0) and t
   Theorem 3.4's mechanism): its tangent kernel is Θ̂(w₀) for every w, so gradient descent on it
   is *exactly* a kernel machine with K = Θ̂(w₀) (tested to rounding).
 
-Both expose the interface of :class:`~ntkref.nets.FullyConnected` that training uses:
-``init``, ``apply``, ``jacobian``, ``vjp``, ``empirical_ntk``, ``readout_indices``.
+All three expose the interface of :class:`~ntkref.nets.FullyConnected` that training uses
+(``init``, ``apply``, ``jacobian``, ``vjp``, ``empirical_ntk``, ``readout_layers``) and wrap a
+:class:`~ntkref.nets.FullyConnected`, a :class:`~ntkref.nets.ConvNet` or another wrapper; their
+``jacobian`` is always the (n, n_params) array in :func:`flatten_params` order.  Their
+infinite-width tangent kernels, used by ``equivalence.compare(analytic=True)``: Antisymmetric and
+Linearized (around an initialisation) keep the wrapped net's limit Θ, Scaled multiplies it by κ².
 """
 from __future__ import annotations
 
@@ -22,12 +26,19 @@ from .._validation import InvalidParameterError, check_array
 from ._common import check_pairs
 from ._fc import check_finite_ntk
 
-__all__ = ["Antisymmetric", "Linearized", "Scaled", "flatten_params", "unflatten_params"]  # validate_params: internal
+__all__ = ["Antisymmetric", "Linearized", "Scaled", "flatten_params", "unflatten_params"]  # validate_params, flat_jacobian: internal
+
+
+def _is_copies(params):
+    """A tuple of parameter lists (an :class:`Antisymmetric` net's ``(params_A, params_B)``), not one list of pairs."""
+    return (isinstance(params, tuple) and bool(params) and isinstance(params[0], (list, tuple))
+            and bool(params[0]) and isinstance(params[0][0], (list, tuple)))
 
 
 def flatten_params(params, xp=None):
-    """Concatenate a list of (W, b) — or a tuple of such lists — into one vector (``jacobian``'s order)."""
-    if isinstance(params, tuple) and params and isinstance(params[0], list):
+    """Concatenate a list of (W, b) — or a tuple of such lists — into one vector (``jacobian``'s order:
+    each W row-major, whatever its number of axes, then its b)."""
+    if _is_copies(params):
         xp = namespace(params[0][0][0]) if xp is None else xp
         return xp.concat([flatten_params(p, xp) for p in params])
     check_pairs(params, "flatten_params")
@@ -36,32 +47,55 @@ def flatten_params(params, xp=None):
     for W, b in params:
         parts.append(xp.reshape(W, (-1,)))
         if b is not None:
-            parts.append(b)
+            parts.append(xp.reshape(b, (-1,)))
     return xp.concat(parts)
 
 
+def _n_entries(like):
+    if _is_copies(like):
+        return sum(_n_entries(p) for p in like)
+    return sum(math.prod(W.shape) + (0 if b is None else math.prod(b.shape)) for W, b in like)
+
+
 def unflatten_params(vector, like):
-    """Inverse of :func:`flatten_params` with the shapes of ``like``."""
-    check_pairs(like, "unflatten_params", name="like")
-    xp = namespace(like[0][0])
-    size = sum(W.shape[0] * W.shape[1] + (0 if b is None else b.shape[0]) for W, b in like)
-    vector = check_array(vector, "vector", caller="unflatten_params", ndim=1, xp=xp,
-                         dtype=like[0][0].dtype, like=like[0][0])
+    """Inverse of :func:`flatten_params` with the shapes of ``like`` (a list of (W, b) pairs, W of any number
+    of axes — a :class:`~ntkref.nets.ConvNet`'s filters are 4-D — or a tuple of such lists)."""
+    copies = like if _is_copies(like) else (like,)
+    for p in copies:
+        check_pairs(p, "unflatten_params", name="like")
+    first = copies[0][0][0]
+    xp = namespace(first)
+    size = _n_entries(like)
+    vector = check_array(vector, "vector", caller="unflatten_params", ndim=1, xp=xp, dtype=first.dtype, like=first)
     if vector.shape[0] != size:
         raise InvalidParameterError(
             f"The 'vector' parameter of unflatten_params has {vector.shape[0]} entries; the parameters 'like' "
-            f"({len(like)} layers) hold {size}.")
-    out, offset = [], 0
-    for W, b in like:
-        size = W.shape[0] * W.shape[1]
-        Wn = xp.reshape(vector[offset : offset + size], W.shape)
-        offset += size
-        bn = None
-        if b is not None:
-            bn = vector[offset : offset + b.shape[0]]
-            offset += b.shape[0]
-        out.append((Wn, bn))
-    return out
+            f"({sum(len(p) for p in copies)} layers) hold {size}.")
+    outs, offset = [], 0
+    for p in copies:
+        out = []
+        for W, b in p:
+            n_w = math.prod(W.shape)
+            Wn = xp.reshape(vector[offset : offset + n_w], W.shape)
+            offset += n_w
+            bn = None
+            if b is not None:
+                n_b = math.prod(b.shape)
+                bn = xp.reshape(vector[offset : offset + n_b], b.shape)
+                offset += n_b
+            out.append((Wn, bn))
+        outs.append(out)
+    return tuple(outs) if _is_copies(like) else outs[0]
+
+
+def flat_jacobian(net, params, x):
+    """∇_w f(w, x) as an (n, n_params) array in :func:`flatten_params` order, for every network here
+    (:class:`~ntkref.nets.ConvNet` returns per-layer blocks unless asked for ``flat=True``)."""
+    from ._cnn import ConvNet
+
+    if isinstance(net, ConvNet):
+        return net.jacobian(params, x, flat=True)
+    return net.jacobian(params, x)
 
 
 def validate_params(net, params, caller, name="params"):
@@ -86,6 +120,14 @@ def _check_net(net, caller):
         )
 
 
+def _copy_input_shape(wrapper, net):
+    """The wrapped net's input description (``d_in`` of a fully connected net; ``in_channels`` and
+    ``spatial_shape`` of a ConvNet), where it has one."""
+    for attr in ("d_in", "in_channels", "spatial_shape"):
+        if hasattr(net, attr):
+            setattr(wrapper, attr, getattr(net, attr))
+
+
 class Antisymmetric:
     """f = (f_A − f_B)/√2 with two copies of ``net``; ``init`` makes the copies equal, so f₀ ≡ 0.
 
@@ -96,7 +138,7 @@ class Antisymmetric:
         _check_net(net, "Antisymmetric")
         self.net = net
         self.depth = net.depth
-        self.d_in = net.d_in
+        _copy_input_shape(self, net)
 
     @property
     def n_params(self):
@@ -126,7 +168,7 @@ class Antisymmetric:
     def jacobian(self, params, x):
         pa, pb = self._validate(params, "Antisymmetric.jacobian")
         xp = namespace(pa[0][0])
-        return xp.concat([self.net.jacobian(pa, x), -self.net.jacobian(pb, x)], axis=1) / math.sqrt(2.0)
+        return xp.concat([flat_jacobian(self.net, pa, x), -flat_jacobian(self.net, pb, x)], axis=1) / math.sqrt(2.0)
 
     def vjp(self, params, x, cotangent):
         pa, pb = self._pair(params, "Antisymmetric.vjp")
@@ -163,7 +205,7 @@ class Linearized:
         self.net = net
         self.params0 = params0
         self.depth = net.depth
-        self.d_in = net.d_in
+        _copy_input_shape(self, net)
         self._xp = namespace(params0[0][0][0] if isinstance(params0, tuple) else params0[0][0])
         self._w0 = flatten_params(params0, self._xp)
 
@@ -202,11 +244,11 @@ class Linearized:
     def apply(self, params, x):
         xp = self._xp
         delta = flatten_params(self._check_params(params), xp) - self._w0
-        return self.net.apply(self.params0, x) + self.net.jacobian(self.params0, x) @ delta
+        return self.net.apply(self.params0, x) + flat_jacobian(self.net, self.params0, x) @ delta
 
     def jacobian(self, params, x):
         self._check_params(params)
-        return self.net.jacobian(self.params0, x)
+        return flat_jacobian(self.net, self.params0, x)
 
     def vjp(self, params, x, cotangent):
         self._check_params(params)
@@ -231,7 +273,7 @@ class Scaled:
         self.net = net
         self.kappa = check_real(kappa, "kappa", caller="Scaled", low=0.0, closed="neither")
         self.depth = net.depth
-        self.d_in = net.d_in
+        _copy_input_shape(self, net)
 
     @property
     def n_params(self):
@@ -244,7 +286,7 @@ class Scaled:
         return self.kappa * self.net.apply(params, x)
 
     def jacobian(self, params, x):
-        return self.kappa * self.net.jacobian(params, x)
+        return self.kappa * flat_jacobian(self.net, params, x)
 
     def vjp(self, params, x, cotangent):
         g = self.net.vjp(params, x, cotangent)
