@@ -181,3 +181,15 @@ def test_unflatten_inverts_flatten_bit_for_bit(kind, xp, asxp, tonp):
     np.testing.assert_array_equal(tonp(nets.flatten_params(back)), tonp(vec))
     with pytest.raises(InvalidParameterError, match="'vector'"):
         nets.unflatten_params(vec[1:], p)
+
+
+def test_train_refuses_a_convnet_naming_net():
+    """nets.train takes rows of features; a ConvNet (no d_in) raised AttributeError, now a clear error."""
+    import numpy as np
+    import pytest
+    from ntkref import nets
+    from ntkref._validation import InvalidParameterError
+
+    net = nets.ConvNet(1, 4, 1)
+    with pytest.raises(InvalidParameterError, match="'net' parameter of train"):
+        nets.train(net, net.init(seed=0), np.ones((3, 4)), np.ones(3), "squared", 0.0, lr=0.1, steps=1)

@@ -195,6 +195,11 @@ def train(
     from ._wrappers import validate_params
 
     loss = _losses.get(loss)
+    if getattr(net, "d_in", None) is None:  # e.g. a ConvNet (images): train takes rows of features only
+        raise InvalidParameterError(
+            f"The 'net' parameter of train must take rows of features (a FullyConnected network, or a wrapper of "
+            f"one); got {type(net).__name__}, which has no d_in."
+        )
     params = validate_params(net, params, "train")
     first = params[0][0][0] if isinstance(params, tuple) else params[0][0]
     xp = namespace(first)
