@@ -521,14 +521,14 @@ def hard_margin_svm(K, y, *, tol=None, max_iter=None, C_max=None, check_psd=True
     psd = _check_psd_option(check_psd, caller)
     K, kmax, fro = check_gram(K, caller)
     n = K.shape[0]
-    y = np.asarray(loss.check_targets(_host_vector(y, "y", n, caller), "y", caller=caller), dtype=np.float64)
+    y = loss.check_targets(_host_vector(y, "y", n, caller), "y", caller=caller)  # a NumPy float64 vector
     if psd:
         psd_test(K, fro, caller)
     tol = 1e-10 if tol is None else check_real(tol, "tol", caller=caller, low=0.0, closed="right")
     max_iter = max(1000, 10 * n) if max_iter is None else check_int(max_iter, "max_iter", caller=caller, low=1)
     if chunk is not None:
         chunk = check_int(chunk, "chunk", caller=caller, low=1)
-    diag = np.asarray(_dask.diagonal(K), dtype=np.float64)
+    diag = _dask.diagonal(K)  # NumPy float64 on the client
     scale = float(np.mean(diag))
     if scale <= 0:
         raise InvalidParameterError(f"The 'K' parameter of {caller} is zero on the diagonal: no point can be separated.")

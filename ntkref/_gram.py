@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from . import _compat, _dask
 from ._backend import device_of, is_array, is_numpy_namespace, namespace, to_numpy
-from ._validation import InvalidParameterError, check_array, check_option
+from ._validation import InvalidParameterError, check_array, check_option, check_square
 
 __all__ = ["CheckedGram", "checked_gram"]
 
@@ -51,11 +51,7 @@ def _check_gram(K, caller, *, psd=True, xp=None, name="K"):
         return K.K
     K = check_array(K, name, caller=caller, ndim=2, xp=xp, finite=False)
     xp = namespace(K)
-    n, m = K.shape
-    if n != m:
-        raise InvalidParameterError(f"The {name!r} parameter of {caller} must be a square Gram matrix; got shape {(n, m)}.")
-    if n == 0:
-        raise InvalidParameterError(f"The {name!r} parameter of {caller} must have at least one row.")
+    n = check_square(K, name, caller)
     if _compat.exactly_symmetric_and_finite(K, xp):  # the common case (NumPy), in ~half the time
         if psd:
             _check_psd(K, caller, name, method="cholesky" if psd is True else _psd_method(psd, n, caller))

@@ -185,6 +185,16 @@ def _asarray_host(x, xp, dtype, device):
     return xp.asarray(host, device=device)
 
 
+def check_square(K, name, caller):
+    """Refuse a 2-D array that is not square (n, n) with n ≥ 1; returns n."""
+    n, m = K.shape
+    if n != m:
+        raise InvalidParameterError(f"The {name!r} parameter of {caller} must be a square (n, n) matrix; got shape {(n, m)}.")
+    if n == 0:
+        raise InvalidParameterError(f"The {name!r} parameter of {caller} must have at least one row.")
+    return n
+
+
 def check_labels(y, name="y", *, caller=None, xp=None, like=None):
     """Binary labels: every entry exactly -1 or +1."""
     y = check_array(y, name, caller=caller, ndim=1, xp=xp, like=like)

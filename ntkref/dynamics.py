@@ -65,6 +65,7 @@ from ._validation import (
     check_int,
     check_option,
     check_real,
+    check_square,
 )
 
 __all__ = [
@@ -147,11 +148,7 @@ def _check_kernel(K, caller, *, psd=True, xp=None):
     """Square, symmetric (to rounding) and, if ``psd``, positive semidefinite (to rounding)."""
     K = check_array(K, "K", caller=caller, ndim=2, xp=xp)
     xp = namespace(K)
-    n, n2 = K.shape
-    if n != n2:
-        raise InvalidParameterError(f"The 'K' parameter of {caller} must be a square (n, n) matrix; got shape {tuple(K.shape)}.")
-    if n == 0:
-        raise InvalidParameterError(f"The 'K' parameter of {caller} must have at least one row.")
+    n = check_square(K, "K", caller)
     eps = float(xp.finfo(K.dtype).eps)
     scale = float(xp.max(xp.abs(K)))
     asym = float(xp.max(xp.abs(K - K.T)))
