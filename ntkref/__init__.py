@@ -4,8 +4,8 @@ Neural tangent kernels, the equivalence of wide networks with ℓ2-regularized
 kernel machines, their training dynamics, gap bounds and certificates — on any
 array-API namespace (NumPy by default; ``NTKREF_BACKEND`` selects another).
 """
-from ._backend import BACKENDS, BackendError, backend_name, check_environment, default_namespace, to_numpy
-from ._validation import InvalidParameterError
+from ._lib.backend import BACKENDS, BackendError, backend_name, check_environment, default_namespace, to_numpy
+from ._lib.validation import InvalidParameterError
 
 # NTKREF_BACKEND / NTKREF_DEVICE are checked now: a typo or a missing package is an error at import,
 # not a silent NumPy run in programs that happen to pass NumPy arrays.

@@ -11,8 +11,8 @@ import math
 
 import array_api_compat
 
-from . import _compat
-from ._backend import device_of
+from ._lib import compat as _compat
+from ._lib.backend import device_of
 from ._gram import _eps, _eye, _read
 
 # --------------------------------------------------------------------------- array helpers
@@ -224,7 +224,7 @@ def _active_set_qp(Q, b, lo, hi, eps, a, max_iter, xp, tight=False):
 
 
 def _compat_eigh(a, xp):
-    from ._compat import eigh
+    from ._lib.compat import eigh
 
     return eigh(a, xp)
 

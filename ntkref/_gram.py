@@ -11,9 +11,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from . import _compat, _dask
-from ._backend import device_of, is_array, is_numpy_namespace, namespace, to_numpy
-from ._validation import InvalidParameterError, check_array, check_option, check_square
+from ._lib import dispatch
+from ._lib import compat as _compat
+from ._lib.backend import device_of, is_array, is_numpy_namespace, namespace, to_numpy
+from ._lib.validation import InvalidParameterError, check_array, check_option, check_square
 
 __all__ = ["CheckedGram", "checked_gram"]
 
@@ -291,11 +292,9 @@ def checked_gram(K, *, check_psd=True):
         method = _psd_method(check_psd, K.shape[0], caller)
         _upgrade_psd(K, method, caller, "K")
         return K if _PSD_STRENGTH[method] <= _PSD_STRENGTH[K.psd_test] else CheckedGram(K.K, method, _CHECKED)
-    if _dask.is_dask(K):
-        raise InvalidParameterError(
-            f"The 'K' parameter of {caller} is a Dask array: the Dask solvers do not take a checked Gram "
-            "(they validate block by block); pass the Dask Gram to machines.solve directly."
-        )
+    engine = dispatch.checked_gram.lookup(K)
+    if engine is not None:  # a Dask K: the engine answers (it refuses: its solvers validate block by block)
+        return engine(K, check_psd=check_psd)
     K_in = K
     K = _check_gram(K, caller, psd=False)
     method = _psd_method(check_psd, K.shape[0], caller)

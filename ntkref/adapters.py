@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import numbers
 
-from ._validation import InvalidParameterError, check_int, check_option, check_real
+from ._lib.validation import InvalidParameterError, check_int, check_option, check_real
 
 __all__ = ["stax_fc", "stax_cntk", "kernel_ridge_alpha", "from_kernel_ridge", "svc_C", "from_svc"]
 

@@ -70,8 +70,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import losses as _losses
-from ._backend import device_of, is_array, namespace
-from ._validation import InvalidParameterError, check_array, check_int, check_option, check_real
+from ._lib.backend import device_of, is_array, namespace
+from ._lib.validation import InvalidParameterError, check_array, check_int, check_option, check_real
 
 __all__ = [
     "AdversarialTrajectory",
@@ -722,7 +722,7 @@ def robust_accuracy(net, params, x, y, *, eps, norm="linf", steps=20, step_size=
     vanishes; the hinge's does beyond the margin and makes a weak attack).  ``eps = 0`` gives the clean
     accuracy.  PGD is a heuristic inner maximiser, so this is an upper bound on the true robust accuracy.
     """
-    from ._validation import check_labels
+    from ._lib.validation import check_labels
 
     xp = namespace(x)
     x = check_array(x, "x", caller="robust_accuracy", ndim=2, xp=xp)

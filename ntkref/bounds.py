@@ -46,9 +46,9 @@ from __future__ import annotations
 
 import math
 
-from ._backend import device_of, is_array, is_numpy_namespace, namespace, to_numpy
-from ._compat import eigh
-from ._validation import InvalidParameterError, check_array, check_int, check_real
+from ._lib.backend import device_of, is_array, is_numpy_namespace, namespace, to_numpy
+from ._lib.compat import eigh
+from ._lib.validation import InvalidParameterError, check_array, check_int, check_real
 from . import losses as _losses
 
 __all__ = [

@@ -148,9 +148,10 @@ from __future__ import annotations
 import math
 import numbers
 
-from ._backend import device_of, is_array, namespace
-from . import _dask
-from ._validation import InvalidParameterError, check_array, check_labels, check_memory, check_option, check_real
+from ._lib.backend import device_of, is_array, namespace
+from ._lib import dispatch
+from ._lib.validation import InvalidParameterError, check_array, check_labels, check_option, check_real
+from ._lib.memory import check_memory
 
 __all__ = [
     "H_ARGMIN",
@@ -740,7 +741,7 @@ _DEVICE_BLOCK_ELEMENTS = 1 << 24
 
 
 def _blocked(xp):
-    from ._backend import is_numpy_namespace
+    from ._lib.backend import is_numpy_namespace
 
     return is_numpy_namespace(xp)
 
@@ -1007,10 +1008,10 @@ def certified_radius(
     open) and one for the final grid snap — a number independent of the
     number of test points; no data is copied to the host.
     """
-    if _dask.is_dask(x_test):  # lazy radii, one task per row chunk of x_test (ntkref._dask)
-        return _dask.certified_radius(alpha, x_train, x_test, y=y, method=method, norm=norm, domain=domain,
-                                      exact_domain=exact_domain, tol=tol, max_radius=max_radius,
-                                      return_info=return_info)
+    engine = dispatch.certified_radius.lookup(x_test)
+    if engine is not None:  # a Dask x_test: lazy radii, one task per row chunk (ntkref/_engines/dask)
+        return engine(alpha, x_train, x_test, y=y, method=method, norm=norm, domain=domain,
+                      exact_domain=exact_domain, tol=tol, max_radius=max_radius, return_info=return_info)
     caller = "certified_radius"
     xp, x_train, x_test = _check_points(x_train, x_test, caller)
     alpha = _check_alpha(alpha, x_train, xp, caller)

@@ -20,8 +20,8 @@ import struct
 
 import numpy as np
 
-from ._backend import device_of, namespace
-from ._validation import InvalidParameterError, check_int
+from ._lib.backend import device_of, namespace
+from ._lib.validation import InvalidParameterError, check_int
 from .data import _MissingFileError
 
 __all__ = ["load_idx", "load_mnist", "binary_digits", "IDXFormatError"]

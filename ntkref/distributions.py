@@ -62,9 +62,9 @@ from typing import NamedTuple
 import numpy as np
 
 from . import machines as _machines
-from ._backend import creation_target, device_of, is_array, namespace
-from ._compat import eigh
-from ._validation import (
+from ._lib.backend import creation_target, device_of, is_array, namespace
+from ._lib.compat import eigh
+from ._lib.validation import (
     InvalidParameterError,
     check_array,
     check_int,

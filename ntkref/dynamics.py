@@ -56,17 +56,11 @@ import math
 from dataclasses import dataclass, field, fields
 
 from . import losses as _losses
-from ._backend import device_of, is_array, is_numpy_namespace, namespace, to_numpy
-from ._compat import eigh
-from ._validation import (
-    check_memory,
-    InvalidParameterError,
-    check_array,
-    check_int,
-    check_option,
-    check_real,
-    check_square,
-)
+from ._lib import dispatch
+from ._lib.backend import device_of, is_array, is_numpy_namespace, namespace, to_numpy
+from ._lib.compat import eigh
+from ._lib.validation import InvalidParameterError, check_array, check_int, check_option, check_real, check_square
+from ._lib.memory import check_memory
 
 __all__ = [
     "Trajectory",
@@ -379,15 +373,9 @@ def gradient_flow(
     *not* the limit printed in Thm 3.1 (see :func:`svm_limit_printed`).
     """
     caller = "gradient_flow"
-    from . import _dask
-
-    if _dask.is_dask(K) or _dask.is_dask(K_test):
-        raise InvalidParameterError(
-            f"{caller} on a Dask Gram is not supported: its solvers (an eigendecomposition, event-by-event "
-            "linear complementarity steps, Dormand-Prince) need K in one process. Ways out: "
-            "dynamics.subgradient_descent, which runs on a Dask K (one block mat-vec per step), or K.compute() "
-            "when K fits in memory."
-        )
+    engine = dispatch.gradient_flow.lookup(K, K_test)
+    if engine is not None:  # a Dask K: the engine answers (it refuses: the solvers need K in one process)
+        return engine(K, K_test=K_test)
     loss = _losses.get(loss) if not isinstance(loss, _losses.Loss) else loss
     check_option(method, "method", ("auto", "eigh", "events", "dopri5"), caller=caller)
     if method == "auto":
@@ -909,7 +897,7 @@ def subgradient_descent(
         when λ = 0.  Step sizes above the stability limit of a smooth loss (full batch:
         η(λ + c·β_l·λ_max(K)) < 2) are *not* refused — the recursion is computed as asked, and a
         growing but finite trajectory is returned — but a run whose iterates overflow to inf/NaN
-        raises :class:`~ntkref._validation.InvalidParameterError` naming ``lr`` (divergence is
+        raises :class:`~ntkref._lib.validation.InvalidParameterError` naming ``lr`` (divergence is
         detected once, on the recorded iterates and the final step, not at every step).
     steps : int
         Number of updates.
@@ -934,9 +922,9 @@ def subgradient_descent(
     Plain recursion: rounding grows like k·eps·‖K‖‖α‖.  Note the hinge's 𝟙(yg < 1) is a
     discontinuous test; points within rounding of the margin may flip between backends.
     """
-    from . import _dask_machines as _dm  # a Dask K: one block mat-vec per step (imports no Dask otherwise)
-    if _dm._dask.is_dask(K):
-        return _dm.subgradient_descent(**{k: v for k, v in locals().items() if k != "_dm"})
+    engine = dispatch.subgradient_descent.lookup(K)
+    if engine is not None:  # a Dask K: one block mat-vec per step (ntkref/_engines/dask)
+        return engine(**{k: v for k, v in locals().items() if k != "engine"})
     caller = "subgradient_descent"
     loss = _losses.get(loss) if not isinstance(loss, _losses.Loss) else loss
     lam = check_real(lam, "lam", caller=caller, low=0.0)
@@ -1082,7 +1070,7 @@ def discrete_closed_form(K, subgradients, lam, lr, *, g0=None, alpha0=None, K_te
     Accuracy
     --------
     Equal to the iterated recursion up to rounding (≈ T·eps·‖K‖·max‖α‖).  A result that
-    overflows (inf/NaN) raises :class:`~ntkref._validation.InvalidParameterError` naming ``lr``.
+    overflows (inf/NaN) raises :class:`~ntkref._lib.validation.InvalidParameterError` naming ``lr``.
     """
     caller = "discrete_closed_form"
     lam = check_real(lam, "lam", caller=caller, low=0.0)

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from . import dynamics as _dynamics
 from . import kernels as _kernels
 from . import losses as _losses
-from ._backend import is_array, namespace
-from ._validation import InvalidParameterError, check_array
+from ._lib.backend import is_array, namespace
+from ._lib.validation import InvalidParameterError, check_array
 from .nets import train as _train
 from .nets._common import input_on
 

@@ -100,9 +100,9 @@ import numpy as np
 from scipy.linalg import cho_factor as _cho_factor, cho_solve as _cho_solve
 
 from . import machines as _machines
-from ._backend import device_of, namespace, to_numpy
-from ._compat import single_threaded_blas
-from ._validation import InvalidParameterError, check_array, check_int, check_real
+from ._lib.backend import device_of, namespace, to_numpy
+from ._lib.compat import single_threaded_blas
+from ._lib.validation import InvalidParameterError, check_array, check_int, check_real
 from .machines import ConvergenceWarning, KernelMachine
 
 __all__ = ["InterceptMachine", "kkt_residual", "duality_gap", "fit_with_intercept", "from_sklearn_svc"]

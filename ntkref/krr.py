@@ -4,7 +4,7 @@ The squared loss of seed 000 eq. (7), L(β) = (λ/2)‖β‖² + Σᵢ (g(xᵢ) 
 :mod:`ntkref.machines`), has the closed form α* = (K + μI)⁻¹y with μ = λ/2 (λ in the sum convention;
 ``reduction="mean"``: λ_sum = n·λ).  :func:`solve_cg` reaches it by conjugate gradients on
 A = K + μI, which needs K only through products K·v — a Gram that lives on a cluster, or on disk, never has
-to be in one process (:mod:`ntkref._dask`: one task per block of the upper triangle per product).
+to be in one process (:mod:`ntkref._engines.dask._graphs`: one task per block of the upper triangle per product).
 
 Stopping rule and certificates.  CG stops when the *recomputed* residual r = y − (K + μI)α (one more
 product, not the recurrence, which drifts) satisfies ‖r‖₂ ≤ tol·‖y‖₂.  Then, exactly (K ⪰ 0):
@@ -36,9 +36,9 @@ Preconditioners (M ≈ (K + μI)⁻¹, symmetric positive definite):
 Where it runs.  Array-API K (NumPy, CuPy, torch, ...): every vector is an array of K's namespace on K's
 device, with two host reads (dot products) per iteration.  Dask K: the vectors are NumPy float64 on the
 client (n floats), each product is one graph over the blocks on and above the diagonal
-(:func:`ntkref._dask.symmetric_matvec`: K is taken as symmetric, its lower blocks are not read), and
+(:func:`ntkref._engines.dask._graphs.symmetric_matvec`: K is taken as symmetric, its lower blocks are not read), and
 ``alpha_``/``train_output_`` are returned as Dask arrays chunked like K's rows.  Persist K
-(``client.persist``) or store it (:func:`ntkref._dask.store_gram`) first: a lazy Gram is recomputed at
+(``client.persist``) or store it (:func:`ntkref.kernels.store_gram`) first: a lazy Gram is recomputed at
 every product.
 """
 from __future__ import annotations
@@ -47,10 +47,10 @@ import math
 import warnings
 from dataclasses import dataclass
 
-import array_api_compat
 
-from ._backend import device_of, namespace, to_numpy
-from ._validation import InvalidParameterError, check_array, check_int, check_option, check_real
+from ._lib import dispatch
+from ._lib.backend import device_of, namespace, to_numpy
+from ._lib.validation import InvalidParameterError, check_array, check_int, check_option, check_real
 from .machines import ConvergenceWarning, KernelMachine
 from ._gram import _check_gram
 from . import losses as _losses
@@ -112,36 +112,6 @@ class _ArrayGram:
         return v
 
 
-class _DaskGram:
-    """A square Dask Gram: vectors are NumPy float64 on the client, products are graphs of block tasks."""
-
-    def __init__(self, K):
-        from . import _dask
-
-        self._dask = _dask
-        self.K = _dask._check_square(K, "krr.solve_cg")
-        self.xp = array_api_compat.array_namespace(__import__("numpy").zeros(0))
-        self.n = K.shape[0]
-        self.dtype = self.xp.float64
-
-    def vector(self, v):
-        import numpy as np
-
-        return np.asarray(to_numpy(v.compute() if self._dask.is_dask(v) else v), dtype=np.float64)
-
-    def matvec(self, v):
-        return self._dask.symmetric_matvec(self.K, v)
-
-    def diagonal(self):
-        return self._dask.diagonal(self.K)
-
-    def columns(self, idx):
-        return self._dask.columns(self.K, idx)
-
-    def result(self, v):
-        return self._dask._da().from_array(v, chunks=(self.K.chunks[0],))
-
-
 # ------------------------------------------------------------------------------- preconditioners
 
 
@@ -149,7 +119,7 @@ def _nystrom(op, mu, rank, seed, xp):
     """(apply, kept rank) of the randomized Nyström preconditioner (module docstring)."""
     import numpy as np
 
-    from ._compat import eigh
+    from ._lib.compat import eigh
 
     n = op.n
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
@@ -257,13 +227,12 @@ def solve_cg(K, y, lam, *, reduction="sum", tol=None, max_iter=None, preconditio
         large that α, Kα or the objectives overflow, or so small that the subnormal α misses ``tol`` ("y").
     """
     caller = "krr.solve_cg"
-    from . import _dask
-
+    dask_operator = dispatch.gram_operator.lookup(K)  # a Dask K: blocked products (ntkref/_engines/dask)
     check_option(reduction, "reduction", ("sum", "mean"), caller=caller)
     check_option(preconditioner, "preconditioner", PRECONDITIONERS, caller=caller)
     lam = check_real(lam, "lam", caller=caller, low=0.0, closed="neither")
-    if _dask.is_dask(K):
-        op = _DaskGram(K)
+    if dask_operator is not None:
+        op = dask_operator(K)
         y_vec = check_array(op.vector(y), "y", caller=caller, ndim=1, xp=op.xp)
     else:
         K = _check_gram(K, caller, psd=False)

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ._backend import device_of, is_array, namespace
-from ._validation import InvalidParameterError, check_array, check_labels, check_real
+from ._lib.backend import device_of, is_array, namespace
+from ._lib.validation import InvalidParameterError, check_array, check_labels, check_real
 
 __all__ = ["Loss", "LossOverflowError", "get", "NAMES"]
 

@@ -88,7 +88,7 @@ losses; λ > 0 (λ = 0 only for the squared loss, with K nonsingular).  A K whos
 squared entries overflow is refused by the PSD check.  Finite or error: a solve
 (:func:`solve`, :func:`fit`, :func:`hard_margin_svm`) whose objective, duality gap,
 KKT residual or coefficients come out non-finite (float overflow, e.g. y ~ 1e300)
-raises :class:`~ntkref._validation.InvalidParameterError` naming the inputs whose
+raises :class:`~ntkref._lib.validation.InvalidParameterError` naming the inputs whose
 scale is beyond √(float max) — never ``converged=True`` with a NaN gap.
 
 Note on scikit-learn.  ``SVC(kernel="precomputed")`` solves a different problem
@@ -106,10 +106,10 @@ import math
 import warnings
 from dataclasses import dataclass
 
-from . import _dask
 from . import losses as _losses
-from ._backend import device_of, is_array, is_numpy_namespace, namespace, to_numpy
-from ._validation import InvalidParameterError, check_array, check_int, check_option, check_real
+from ._lib import dispatch
+from ._lib.backend import device_of, is_array, is_numpy_namespace, namespace, to_numpy
+from ._lib.validation import InvalidParameterError, check_array, check_int, check_option, check_real
 from ._boxqp import _chunked_qp, _soft, _solve_vec, _support_matvec
 from ._gram import (CheckedGram, _check_gram, _check_psd, _cholesky_ok, _eps, _eye, _psd_method, _read,
                     _upgrade_psd, checked_gram)
@@ -193,7 +193,7 @@ def _on_host(solver, K, y):
     leave the face, a ratio test, a duality-gap test), a few batched host reads per iteration; on a
     GPU each is a synchronisation, which costs more than the whole iteration's arithmetic when n is
     small.  So for a namespace other than NumPy and n ≤ ``_HOST_MAX_N`` (4096), K and y are copied to
-    the host once (:func:`~ntkref._backend.to_numpy`), the NumPy code runs there, and the arrays it
+    the host once (:func:`~ntkref._lib.backend.to_numpy`), the NumPy code runs there, and the arrays it
     returns are copied back to K's device (``xp.asarray(..., device=device_of(K))``): the result is the
     NumPy solve of the same (validated, symmetrised) K and y, bit for bit.  Above that size the solver
     runs in K's namespace on K's device (Gram mat-vecs, working-set gathers and face solves there; the
@@ -558,7 +558,7 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
     the rounding alone can exceed tol: the result then says ``converged=False`` and the warning gives the
     gap of the float64 solution, which a float64 K returns.
 
-    A Dask K: every loss, by ``ntkref._dask_machines``: the QP losses exactly by active-set solves on
+    A Dask K: every loss, by ``ntkref._engines.dask._machines``: the QP losses exactly by active-set solves on
     working sets of gathered columns (the client holds n·|W|), logistic by Newton-CG with block
     mat-vecs, the squared loss by :func:`ntkref.krr.solve_cg`; the same duality-gap certificate; K
     checked (finite, symmetric) in one pass over its blocks and ``check_psd`` by the Lanczos test
@@ -577,13 +577,14 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
         raise InvalidParameterError(
             f"The 'fit_intercept' parameter of {caller} must be True or False. Got {fit_intercept!r} instead."
         )
-    if _dask.is_dask(K):  # every loss, by ntkref._dask_machines (working sets of gathered columns / Newton-CG)
+    engine = dispatch.solve.lookup(K)
+    if engine is not None:  # a Dask K, every loss: working sets of gathered columns / Newton-CG (ntkref/_engines/dask)
         if fit_intercept:
             raise InvalidParameterError(
                 f"{caller}: fit_intercept=True is not supported on a Dask Gram; use K.compute() when it fits in "
                 f"memory, or the bias-free model (fit_intercept=False)."
             )
-        return _dask.solve(K, y, loss, lam, reduction=reduction, tol=tol, max_iter=max_iter, check_psd=check_psd)
+        return engine(K, y, loss, lam, reduction=reduction, tol=tol, max_iter=max_iter, check_psd=check_psd)
     if fit_intercept:
         from . import kkt  # (kkt imports this module)
 
@@ -760,10 +761,9 @@ def hard_margin_svm(K, y, *, tol=None, max_iter=None, C_max=None, check_psd=True
     working sets of gathered columns (as :func:`solve` on Dask; ``check_psd`` the Lanczos test).
     """
     caller = "machines.hard_margin_svm"
-    if _dask.is_dask(K):  # the same path by ntkref._dask_machines (working sets of gathered columns)
-        from . import _dask_machines
-
-        return _dask_machines.hard_margin_svm(K, y, tol=tol, max_iter=max_iter, C_max=C_max, check_psd=check_psd)
+    engine = dispatch.hard_margin_svm.lookup(K)
+    if engine is not None:  # a Dask K: the same path with working sets of gathered columns (ntkref/_engines/dask)
+        return engine(K, y, tol=tol, max_iter=max_iter, C_max=C_max, check_psd=check_psd)
     loss = _losses.get("hinge")
     K, y, loss, _, _, xp = _prepare(K, y, loss, 1.0, "sum", caller, psd=check_psd)
     n = K.shape[0]
@@ -849,8 +849,9 @@ def predict(alpha, K_test_train):
 
 
 def _predict(alpha, K_test_train, caller, alpha_name):
-    if _dask.is_dask(K_test_train):
-        return _dask.predict(alpha, K_test_train)
+    engine = dispatch.predict.lookup(K_test_train)
+    if engine is not None:  # a Dask K_test_train: lazy, per block (ntkref/_engines/dask)
+        return engine(alpha, K_test_train)
     K_test_train = check_array(K_test_train, "K_test_train", caller=caller, ndim=2)
     xp = namespace(K_test_train)
     if is_array(alpha) and not is_numpy_namespace(namespace(alpha)) and namespace(alpha) is not xp:

@@ -62,8 +62,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ._backend import asarray, device_of, is_array, namespace, to_numpy
-from ._validation import InvalidParameterError, check_array, check_int, check_labels, check_memory, check_option, check_real
+from ._lib.backend import asarray, device_of, is_array, namespace, to_numpy
+from ._lib.validation import InvalidParameterError, check_array, check_int, check_labels, check_option, check_real
+from ._lib.memory import check_memory
 
 __all__ = [
     "LinearMaxMargin",

@@ -68,17 +68,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ._backend import device_of, namespace
-from ._compat import eigh
-from ._validation import (
-    check_memory,
-    InvalidParameterError,
-    check_array,
-    check_int,
-    check_labels,
-    check_option,
-    check_real,
-)
+from ._lib.backend import device_of, namespace
+from ._lib.compat import eigh
+from ._lib.validation import InvalidParameterError, check_array, check_int, check_labels, check_option, check_real
+from ._lib.memory import check_memory
 
 __all__ = [
     "FlowRecord",

@@ -81,7 +81,7 @@ class Oracle:
         self._written = written if written is not None else []
 
     def _run(self, check, candidate, kwargs):
-        from ntkref import testing
+        from . import testing  # lazily: hypothesis only when the fixture is used (module docstring)
 
         fn = getattr(testing, check)
         accepted = inspect.signature(fn).parameters

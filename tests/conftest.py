@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, settings
 
 import array_api_compat
 
-from ntkref._backend import default_device, default_namespace, to_numpy
+from ntkref._lib.backend import default_device, default_namespace, to_numpy
 
 settings.register_profile(
     "deterministic",

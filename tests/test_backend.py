@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import ntkref
-from ntkref import _backend, kernels
+from ntkref import kernels
+from ntkref._lib import backend as _backend
 
 
 def test_unknown_backend_is_a_clear_error(monkeypatch):
@@ -98,7 +99,7 @@ def test_compat_host_linear_algebra_agrees_with_numpy(dtype):
     routine answers None for another namespace (the caller's array-API route)."""
     import array_api_compat.numpy as anp
 
-    from ntkref import _compat
+    from ntkref._lib import compat as _compat
 
     rng = np.random.default_rng(3)
     eps = np.finfo(dtype).eps

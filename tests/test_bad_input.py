@@ -30,7 +30,7 @@ import numpy as np
 import pytest
 
 from ntkref import InvalidParameterError
-from ntkref._backend import default_namespace, to_numpy
+from ntkref._lib.backend import default_namespace, to_numpy
 
 from .bad_input_pending import load as _load_pending
 
@@ -944,7 +944,7 @@ XP = default_namespace()
 
 
 def _device():
-    from ntkref._backend import default_device
+    from ntkref._lib.backend import default_device
 
     import array_api_compat
 
@@ -1289,9 +1289,9 @@ def test_catalogue_covers_the_public_api():
 
 # ================================================================================================ memory guard
 def _tiny_memory(monkeypatch):
-    from ntkref.kernels import _fc
+    from ntkref._lib import memory
 
-    monkeypatch.setattr(_fc, "_available_memory", lambda xp, like: 1 << 20)  # 1 MiB "available"
+    monkeypatch.setattr(memory, "available_memory", lambda xp, like: 1 << 20)  # 1 MiB "available"
 
 
 def _guarded_calls():
@@ -1432,7 +1432,7 @@ CLI_CASES = [
      "error", ["report"]),
     ("compare-bad-kind", "compare --kind bogus --candidate {d}/K.npy", "error", ["kind"]),
 ]
-CLI_XFAIL: dict = {}  # id -> "pending fix in ntkref/cli.py: <what>"
+CLI_XFAIL: dict = {}  # id -> "pending fix in ntkref/cli/: <what>"
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, id=c[0], marks=[pytest.mark.xfail(strict=True, reason=CLI_XFAIL[c[0]])]

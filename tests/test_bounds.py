@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ntkref import InvalidParameterError, bounds, losses, nets
-from ntkref._backend import asarray, to_numpy
+from ntkref._lib.backend import asarray, to_numpy
 
 from .test_training import km_descent
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from scipy.optimize import linprog
 
 from ntkref import certify
-from ntkref._validation import InvalidParameterError
+from ntkref._lib.validation import InvalidParameterError
 
 TWO_PI = 2.0 * np.pi
 

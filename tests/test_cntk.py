@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ntkref._validation import InvalidParameterError
+from ntkref._lib.validation import InvalidParameterError
 from ntkref.kernels._cntk import cntk
 from ntkref.nets._cnn import ConvNet
 from ._device import assert_on_device as _assert_on_device, device1 as _device1
@@ -1002,9 +1002,9 @@ def test_overflow_of_the_cntk_output_is_an_error(asxp):
 
 
 def test_cntk_refuses_outputs_beyond_the_available_memory(monkeypatch, asxp, tonp):
-    from ntkref.kernels import _fc
+    from ntkref._lib import memory
 
-    monkeypatch.setattr(_fc, "_available_memory", lambda xp, like: 64 * 2**30)
+    monkeypatch.setattr(memory, "available_memory", lambda xp, like: 64 * 2**30)
     with pytest.raises(InvalidParameterError, match=r"'x1'/'x2' parameters .* of cntk would need about") as info:
         cntk(asxp(np.ones((100_000, 1, 2, 2))), depth=1)
     assert "float32" in str(info.value) and "--out" in str(info.value)
@@ -1012,7 +1012,7 @@ def test_cntk_refuses_outputs_beyond_the_available_memory(monkeypatch, asxp, ton
     assert float(re.search(r"need about ([0-9.]+) GiB", str(info.value)).group(1)) >= 149
     x = np.random.default_rng(0).normal(size=(4, 2, 12, 12))
     ref = tonp(cntk(asxp(x), depth=1).ntk)
-    monkeypatch.setattr(_fc, "_available_memory", lambda xp, like: 8 * 2**20)
+    monkeypatch.setattr(memory, "available_memory", lambda xp, like: 8 * 2**20)
     with pytest.raises(InvalidParameterError, match="of cntk would need about"):
         cntk(asxp(x), depth=1)  # a batch of all 16 pixel-pair tensors (~30 MiB) does not fit in 8 MiB
     got = tonp(cntk(asxp(x), depth=1, max_memory=2**16).ntk)  # one pair a batch fits

@@ -1,4 +1,4 @@
-"""Dask scale-out (ntkref._dask, ntkref.krr on Dask) on a dask.distributed LocalCluster.
+"""Dask scale-out (the Dask engine, ntkref/_engines/dask, through the public functions; ntkref.krr on Dask) on a dask.distributed LocalCluster.
 
 Every result on Dask inputs is compared with the NumPy result of the same call: kernels within the
 documented accuracy of both (each entry is within 1e-13·√(K(x,x)K(x',x')) of the exact value, so the two
@@ -15,8 +15,10 @@ distributed = pytest.importorskip("distributed")
 import array_api_compat  # noqa: E402
 import dask  # noqa: E402
 
-from ntkref import _dask, certify, dynamics, kernels, krr, losses, machines, nets  # noqa: E402
-from ntkref._validation import InvalidParameterError  # noqa: E402
+from ntkref import certify, dynamics, kernels, krr, losses, machines, nets  # noqa: E402
+from ntkref._engines.dask import _graphs as dask_graphs  # noqa: E402
+from ntkref._engines.dask import _machines as dask_machines  # noqa: E402
+from ntkref._lib.validation import InvalidParameterError  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +117,7 @@ def test_cntk_and_empirical_ntk_on_dask_equal_numpy(client):
     rng = np.random.default_rng(2)
     imgs = rng.standard_normal((7, 2, 5, 5))
     ref = kernels.cntk(imgs, depth=1, readout="flatten")
-    got = _dask.cntk(da.from_array(imgs, chunks=(3, 2, 5, 5)), depth=1, readout="flatten")
+    got = kernels.cntk(da.from_array(imgs, chunks=(3, 2, 5, 5)), depth=1, readout="flatten")
     scale = np.sqrt(np.outer(np.diag(ref.ntk), np.diag(ref.ntk)))
     assert np.max(np.abs(got.ntk.compute() - ref.ntk) / scale) <= 1e-12
     assert np.max(np.abs(got.nngp.compute() - ref.nngp) / scale) <= 1e-12
@@ -124,7 +126,7 @@ def test_cntk_and_empirical_ntk_on_dask_equal_numpy(client):
     net = nets.FullyConnected(X.shape[1], 32, depth=2)
     params = net.init(0, xp=array_api_compat.numpy)  # the chunks are NumPy, whatever NTKREF_BACKEND says
     ref = nets.empirical_ntk(net, params, X)
-    got = _dask.empirical_ntk(net, params, da.from_array(X, chunks=25)).compute()
+    got = nets.empirical_ntk(net, params, da.from_array(X, chunks=25)).compute()
     assert np.array_equal(got, got.T)
     np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12 * np.abs(ref).max())
 
@@ -144,12 +146,12 @@ def test_symmetric_matvec_reads_upper_blocks_and_equals_dense(client, problem):
     Kd = kernels.fc(da.from_array(X, chunks=70), depth=1, get="ntk").ntk
     v = np.random.default_rng(0).standard_normal((X.shape[0], 3))
     tol = 4 * X.shape[0] * np.finfo(float).eps * (np.abs(K) @ np.abs(v))
-    assert np.all(np.abs(_dask.symmetric_matvec(Kd, v) - K @ v) <= tol + 2e-13 * np.abs(K).max())
-    np.testing.assert_allclose(_dask.symmetric_matvec(Kd, v[:, 0]), (K @ v)[:, 0], rtol=1e-12)
+    assert np.all(np.abs(dask_graphs.symmetric_matvec(Kd, v) - K @ v) <= tol + 2e-13 * np.abs(K).max())
+    np.testing.assert_allclose(dask_graphs.symmetric_matvec(Kd, v[:, 0]), (K @ v)[:, 0], rtol=1e-12)
     # a lower triangle that disagrees with the upper one is never read
     lower_poison = da.from_array(np.triu(K) + np.tril(np.full_like(K, np.nan), -1), chunks=70)
-    assert np.all(np.abs(_dask.symmetric_matvec(lower_poison, v) - K @ v) <= tol + 2e-13 * np.abs(K).max())
-    np.testing.assert_array_equal(_dask.diagonal(Kd), np.diag(K))
+    assert np.all(np.abs(dask_graphs.symmetric_matvec(lower_poison, v) - K @ v) <= tol + 2e-13 * np.abs(K).max())
+    np.testing.assert_array_equal(dask_graphs.diagonal(Kd), np.diag(K))
 
 
 def test_krr_on_dask_equals_numpy_fit(client, problem):
@@ -157,8 +159,8 @@ def test_krr_on_dask_equals_numpy_fit(client, problem):
     Kd = kernels.fc(da.from_array(X, chunks=70), depth=1, get="ntk").ntk.persist()
     for lam in (0.1,):  # one λ: every CG step is a round trip to the scheduler (~0.05 s here)
         ref = machines.fit(K, y, "squared", lam)
-        m = _dask.solve(Kd, y, "squared", lam, preconditioner="nystrom", rank=40)
-        assert _dask.is_dask(m.alpha_) and m.alpha_.chunks == (Kd.chunks[0],)
+        m = dask_machines.solve(Kd, y, "squared", lam, preconditioner="nystrom", rank=40)
+        assert dask_graphs.is_dask(m.alpha_) and m.alpha_.chunks == (Kd.chunks[0],)
         alpha = m.alpha_.compute()
         assert m.converged and m.residual <= 1e-8
         assert np.linalg.norm(alpha - ref) <= m.alpha_error_bound
@@ -175,11 +177,11 @@ def test_predictions_and_certificates_over_test_chunks_equal_numpy(client, probl
     Kt_ref = kernels.fc(Xt, X, depth=1, get="ntk").ntk
     with dask.config.set(scheduler=_no_compute):
         Kt = kernels.fc(Xtd, da.from_array(X, chunks=70), depth=1, get="ntk").ntk
-        g = _dask.predict(alpha, Kt)
+        g = machines.predict(alpha, Kt)
         labels = np.sign(Kt_ref @ alpha)
         labels[:6] *= -1  # some misclassified points: radius 0
-        radii = _dask.certified_radius(alpha, X, Xtd, y=labels, domain=(0.0, np.inf))
-        radii_l2 = _dask.certified_radius(alpha, X, Xtd, norm="l2", method="paper")
+        radii = certify.certified_radius(alpha, X, Xtd, y=labels, domain=(0.0, np.inf))
+        radii_l2 = certify.certified_radius(alpha, X, Xtd, norm="l2", method="paper")
     g_ref = machines.predict(alpha, Kt_ref)
     bound = 4 * X.shape[0] * np.finfo(float).eps * (np.abs(Kt_ref) @ np.abs(alpha)) + 1e-13 * np.abs(g_ref).max()
     assert np.all(np.abs(g.compute() - g_ref) <= bound)
@@ -195,7 +197,7 @@ def test_gram_written_block_by_block_reads_back_exactly(client, problem, tmp_pat
         pytest.importorskip("zarr")
     X, y, _, K = problem
     Kd = kernels.fc(da.from_array(X, chunks=70), depth=1, get="ntk").ntk
-    stored = _dask.store_gram(Kd, os.fspath(tmp_path / ("K" + ext)))
+    stored = kernels.store_gram(Kd, os.fspath(tmp_path / ("K" + ext)))
     assert stored.chunks == Kd.chunks
     direct = Kd.compute()
     assert np.array_equal(stored.compute(), direct)
@@ -203,7 +205,7 @@ def test_gram_written_block_by_block_reads_back_exactly(client, problem, tmp_pat
     m_disk = krr.solve_cg(stored, y, 1.0, rank=40, tol=1e-6)
     assert np.array_equal(m_mem.alpha_.compute(), m_disk.alpha_.compute())
     with pytest.raises(InvalidParameterError, match="path"):
-        _dask.store_gram(Kd, os.fspath(tmp_path / "K.csv"))
+        kernels.store_gram(Kd, os.fspath(tmp_path / "K.csv"))
 
 
 @pytest.mark.slow
@@ -214,13 +216,13 @@ def test_two_worker_processes_with_a_memory_limit(problem):
                                   dashboard_address=None) as cluster, distributed.Client(cluster):
         Kd = kernels.fc(da.from_array(X, chunks=70), depth=1, get="ntk").ntk.persist()
         assert np.array_equal(Kd.compute(), Kd.compute().T)
-        m = _dask.solve(Kd, y, "squared", 0.1, rank=40)
+        m = dask_machines.solve(Kd, y, "squared", 0.1, rank=40)
         ref = machines.fit(K, y, "squared", 0.1)
         assert np.linalg.norm(m.alpha_.compute() - ref) <= m.alpha_error_bound
-        r = _dask.certified_radius(ref, X, da.from_array(Xt, chunks=35)).compute()
+        r = certify.certified_radius(ref, X, da.from_array(Xt, chunks=35)).compute()
         assert np.array_equal(r, certify.certified_radius(ref, X, Xt))
         # the SVM's gathers and validation tasks are pickled to the worker processes too
-        svm = _dask.solve(Kd, y, "hinge", 0.1, check_psd=False)
+        svm = machines.solve(Kd, y, "hinge", 0.1, check_psd=False)
         ref_svm = machines.solve(K, y, "hinge", 0.1)
         assert svm.converged and np.max(np.abs(svm.alpha_.compute() - ref_svm.alpha_)) <= 1e-10 * np.abs(
             ref_svm.alpha_).max()
@@ -238,14 +240,14 @@ def test_store_gram_refuses_non_finite_or_complex_and_leaves_no_file(tmp_path, e
         Kb[4, 4] = bad
         path = os.fspath(tmp_path / ("K" + ext))
         with pytest.raises(InvalidParameterError, match="'K'.*finite"):
-            _dask.store_gram(da.from_array(Kb, chunks=2), path)
+            kernels.store_gram(da.from_array(Kb, chunks=2), path)
         assert not os.path.exists(path)
     with pytest.raises(InvalidParameterError, match="'K'.*real"):
-        _dask.store_gram(da.from_array(K + 0j, chunks=2), os.fspath(tmp_path / ("C" + ext)))
+        kernels.store_gram(da.from_array(K + 0j, chunks=2), os.fspath(tmp_path / ("C" + ext)))
     assert not os.path.exists(tmp_path / ("C" + ext))
     # finite, also at the extremes of float64: stored exactly
     Kx = np.outer([1e300, -1e-300, 1.0, 2.0, 0.0], [1.0, 1.0, -1.0, 0.5, 1.0])
-    out = _dask.store_gram(da.from_array(Kx, chunks=2), os.fspath(tmp_path / ("X" + ext)))
+    out = kernels.store_gram(da.from_array(Kx, chunks=2), os.fspath(tmp_path / ("X" + ext)))
     assert np.array_equal(out.compute(), Kx)
 
 
@@ -255,18 +257,18 @@ def test_open_gram_reads_any_valid_blocking_and_refuses_invalid_chunks(tmp_path,
         pytest.importorskip("zarr")
     K = np.arange(20.0).reshape(5, 4)
     path = os.fspath(tmp_path / ("K" + ext))
-    _dask.store_gram(da.from_array(K, chunks=2), path)
+    kernels.store_gram(da.from_array(K, chunks=2), path)
     for chunks, want in ((((1, 4), (3, 1)), ((1, 4), (3, 1))), (3, ((3, 2), (3, 1))), (10, ((5,), (4,)))):
-        G = _dask.open_gram(path, chunks=chunks)
+        G = kernels.open_gram(path, chunks=chunks)
         assert G.chunks == want
         assert np.array_equal(G.compute(), K)  # the same numbers whatever the blocking
     for bad in (0, -1, 1.5, float("nan"), True, "2", ((5,), (3,)), ((2, 3), (2, -2, 4)), ((5,),)):
         with pytest.raises(InvalidParameterError, match="'chunks'"):
-            _dask.open_gram(path, chunks=bad)
+            kernels.open_gram(path, chunks=bad)
 
 
 # ------------------------------------------------------------------------ SVM / logistic on a Dask Gram
-# machines.solve on a Dask K (ntkref/_dask_machines.py) against machines.solve on the same NumPy K: the dense solver
+# machines.solve on a Dask K (ntkref/_engines/dask/_machines.py) against machines.solve on the same NumPy K: the dense solver
 # holds K in one process, the Dask one sees it only through gathered columns (QP losses) or block products
 # (logistic).  Both are exact to rounding, so α agrees to ~1e-10 relative where the minimiser is unique (K ≻ 0).
 
@@ -316,7 +318,7 @@ def test_qp_losses_on_dask_equal_numpy(client, problem, loss_name, lam, reductio
     target = X[:, 0] - X[:, 1] if loss_name == "epsilon_insensitive" else y
     Kd = da.from_array(K, chunks=chunks).persist()
     ref = machines.solve(K, target, loss, lam, reduction=reduction)
-    m = _dask.solve(Kd, target, loss, lam, reduction=reduction, check_psd=False, chunk=64)
+    m = dask_machines.solve(Kd, target, loss, lam, reduction=reduction, check_psd=False, chunk=64)
     assert isinstance(m, machines.KernelMachine) and m.converged
     alpha, g = m.alpha_.compute(), m.train_output_.compute()
     assert m.alpha_.chunks == (Kd.chunks[0],)
@@ -340,7 +342,7 @@ def test_float32_dask_gram_is_solved_in_float64_on_its_entries(client, problem):
     X, y, _, K = problem
     K32 = K.astype(np.float32)
     ref = machines.solve(K32.astype(np.float64), y, "hinge", 0.1)
-    m = _dask.solve(da.from_array(K32, chunks=70), y, "hinge", 0.1, check_psd=False)
+    m = machines.solve(da.from_array(K32, chunks=70), y, "hinge", 0.1, check_psd=False)
     assert m.converged and m.duality_gap <= 1e-10 * max(1.0, m.primal_objective)
     alpha = m.alpha_.compute()
     assert alpha.dtype == np.float64 and np.max(np.abs(alpha - ref.alpha_)) <= 1e-10 * np.abs(ref.alpha_).max()
@@ -354,7 +356,7 @@ def test_dask_working_sets_refine_with_the_tight_threshold(client):
     y = np.sign(X[:, 0] + 0.3 * rng.standard_normal(500))
     K, lam, loss = X @ X.T, 1e-3, losses.get("epsilon_insensitive", epsilon=0.1)
     ref = machines.solve(K, y, loss, lam)
-    m = _dask.solve(da.from_array(K, chunks=130).persist(), y, loss, lam, check_psd=False, chunk=64)
+    m = dask_machines.solve(da.from_array(K, chunks=130).persist(), y, loss, lam, check_psd=False, chunk=64)
     assert ref.converged and m.converged
     assert m.duality_gap <= 1e-10 * m.primal_objective
     assert abs(m.primal_objective - ref.primal_objective) <= 1e-10 * ref.primal_objective
@@ -382,7 +384,7 @@ def test_working_set_gathers_only_part_of_K_when_few_points_are_support_vectors(
     ref = machines.solve(K, y, "hinge", 0.01)
     n_sv = int(np.sum(ref.alpha_ != 0))
     for chunk, most in ((32, n // 4), (None, n - 1)):
-        m = _dask.solve(Kd, y, "hinge", 0.01, check_psd=False, chunk=chunk)
+        m = dask_machines.solve(Kd, y, "hinge", 0.01, check_psd=False, chunk=chunk)
         assert m.converged and m.duality_gap <= 1e-10 * max(1.0, m.primal_objective)
         assert n_sv <= m.max_working_set <= m.distinct_columns <= min(most, m.columns_gathered)
         assert np.max(np.abs(m.alpha_.compute() - ref.alpha_)) <= 1e-10 * np.abs(ref.alpha_).max()
@@ -420,7 +422,7 @@ def test_logistic_on_dask_equals_numpy_newton(client, lam, reduction):
     K = kernels.fc(X, depth=1, get="ntk").ntk
     Kd = da.from_array(K, chunks=((60, 60, 30), (60, 60, 30))).persist()
     ref = machines.solve(K, y, "logistic", lam, reduction=reduction)
-    m = _dask.solve(Kd, y, "logistic", lam, reduction=reduction, check_psd=False)
+    m = machines.solve(Kd, y, "logistic", lam, reduction=reduction, check_psd=False)
     assert m.converged and -1e-13 * max(1.0, m.primal_objective) <= m.duality_gap <= 1e-10 * max(1.0, m.primal_objective)
     alpha, g = m.alpha_.compute(), m.train_output_.compute()
     assert np.max(np.abs(alpha - ref.alpha_)) <= 1e-10 * np.abs(ref.alpha_).max()
@@ -449,7 +451,7 @@ def test_logistic_on_a_singular_dask_gram_returns_a_certified_alpha(client, lam)
     K = X @ X.T
     y = np.sign(X[:, 0] + rng.standard_normal(200))
     ref = machines.solve(K, y, "logistic", lam)
-    m = _dask.solve(da.from_array(K, chunks=100).persist(), y, "logistic", lam, check_psd=False)
+    m = machines.solve(da.from_array(K, chunks=100).persist(), y, "logistic", lam, check_psd=False)
     alpha = m.alpha_.compute()
     tol = 1e-10 * max(1.0, ref.primal_objective)
     assert m.converged and m.duality_gap <= tol
@@ -461,20 +463,20 @@ def test_dask_lanczos_psd_test(client, problem):
     """check_psd on a Dask Gram: a PSD K (full rank, or of rank 5 with rounding around its zero eigenvalues) is
     accepted; a K with one negative eigenvalue is refused with a vector u, uᵀKu < 0; 'cholesky' is refused."""
     X, y, _, K = problem
-    m = _dask.solve(da.from_array(K, chunks=70).persist(), y, "hinge", 0.1)  # default check_psd=True: Lanczos
+    m = machines.solve(da.from_array(K, chunks=70).persist(), y, "hinge", 0.1)  # default check_psd=True: Lanczos
     assert m.converged
     Z = np.random.default_rng(1).standard_normal((K.shape[0], 5))
     Kl = Z @ Z.T
-    assert _dask.solve(da.from_array(Kl, chunks=70), y, "hinge", 0.1, check_psd="lanczos").converged
+    assert machines.solve(da.from_array(Kl, chunks=70), y, "hinge", 0.1, check_psd="lanczos").converged
     w, V = np.linalg.eigh(K)
     w[0] = -1e-3 * w[-1]
     Kb = (V * w) @ V.T
     Kb = (Kb + Kb.T) / 2
     for loss in ("hinge", "squared"):  # (KRR too: its CG alone sees only pᵀ(K + λ/2)p ≤ 0)
         with pytest.raises(InvalidParameterError, match="'K'.*positive semidefinite"):
-            _dask.solve(da.from_array(Kb, chunks=70), y, loss, 0.1)
+            machines.solve(da.from_array(Kb, chunks=70), y, loss, 0.1)
     with pytest.raises(InvalidParameterError, match="'check_psd'"):
-        _dask.solve(da.from_array(K, chunks=70), y, "hinge", 0.1, check_psd="cholesky")
+        machines.solve(da.from_array(K, chunks=70), y, "hinge", 0.1, check_psd="cholesky")
 
 
 def test_dask_solve_finite_or_error(client, problem):
@@ -488,45 +490,45 @@ def test_dask_solve_finite_or_error(client, problem):
     Kn[200, 3] = np.nan  # in a lower block only: its mirror K[3, 200] is finite
     for loss in ("hinge", "logistic", "squared"):
         with pytest.raises(InvalidParameterError, match="'K'.*NaN or infinite"):
-            _dask.solve(dk(Kn), y, loss, 0.1, check_psd=False)
+            machines.solve(dk(Kn), y, loss, 0.1, check_psd=False)
     Ka = K.copy()
     Ka[3, 200] += 1e-3 * np.abs(K).max()
     with pytest.raises(InvalidParameterError, match="'K'.*symmetric"):
-        _dask.solve(dk(Ka), y, "hinge", 0.1, check_psd=False)
+        machines.solve(dk(Ka), y, "hinge", 0.1, check_psd=False)
     # asymmetric within √eps·max|K|: symmetrised as machines.solve does, the same solution
     Ks = K.copy()
     Ks[3, 200] += 1e-10 * np.abs(K).max()
     ref = machines.solve(Ks, y, "hinge", 0.1)
-    got = _dask.solve(dk(Ks), y, "hinge", 0.1, check_psd=False).alpha_.compute()
+    got = machines.solve(dk(Ks), y, "hinge", 0.1, check_psd=False).alpha_.compute()
     assert np.max(np.abs(got - ref.alpha_)) <= 1e-10 * np.abs(ref.alpha_).max()
     bad_y = y.copy()
     bad_y[4] = 0.0
     for loss in ("hinge", "squared_hinge", "logistic"):
         with pytest.raises(InvalidParameterError, match="'y'"):
-            _dask.solve(dk(K), bad_y, loss, 0.1, check_psd=False)
+            machines.solve(dk(K), bad_y, loss, 0.1, check_psd=False)
     nan_y = y.copy()
     nan_y[5] = np.nan
     with pytest.raises(InvalidParameterError, match="'y'"):
-        _dask.solve(dk(K), nan_y, "epsilon_insensitive", 0.1, check_psd=False)
+        machines.solve(dk(K), nan_y, "epsilon_insensitive", 0.1, check_psd=False)
     with pytest.raises(InvalidParameterError, match="'y'"):
-        _dask.solve(dk(K), y[:-1], "hinge", 0.1, check_psd=False)
+        machines.solve(dk(K), y[:-1], "hinge", 0.1, check_psd=False)
     for lam in (0.0, -1.0, np.nan):
         with pytest.raises(InvalidParameterError, match="'lam'"):
-            _dask.solve(dk(K), y, "hinge", lam, check_psd=False)
+            machines.solve(dk(K), y, "hinge", lam, check_psd=False)
     with pytest.raises(InvalidParameterError, match="'loss'"):
-        _dask.solve(dk(K), y, "nope", 0.1)
+        machines.solve(dk(K), y, "nope", 0.1)
     with pytest.raises(InvalidParameterError, match="'chunk'"):
-        _dask.solve(dk(K), y, "hinge", 0.1, check_psd=False, chunk=0)
+        dask_machines.solve(dk(K), y, "hinge", 0.1, check_psd=False, chunk=0)
     with pytest.raises(InvalidParameterError, match="squared loss only"):
-        _dask.solve(dk(K), y, "hinge", 0.1, check_psd=False, rank=10)
+        dask_machines.solve(dk(K), y, "hinge", 0.1, check_psd=False, rank=10)
     with pytest.raises(InvalidParameterError, match="'tol'"):
-        _dask.solve(dk(K), y, "logistic", 0.1, check_psd=False, tol=-1.0)
+        machines.solve(dk(K), y, "logistic", 0.1, check_psd=False, tol=-1.0)
     # finite inputs whose solution overflows: an error naming the input at fault, as machines.solve
     huge = 1e307 * (X[:, 0] - X[:, 1])
     with pytest.raises(InvalidParameterError, match="'y'"):
         machines.solve(K, huge, "epsilon_insensitive", 0.1)
     with pytest.raises(InvalidParameterError, match="'y'"):
-        _dask.solve(dk(K), huge, "epsilon_insensitive", 0.1, check_psd=False)
+        machines.solve(dk(K), huge, "epsilon_insensitive", 0.1, check_psd=False)
     assert n == 260
 
 

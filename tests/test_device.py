@@ -76,7 +76,7 @@ def test_numpy_inputs_with_lists_ignore_ntkref_device(case, monkeypatch):
 def test_an_array_of_another_library_or_device_is_named_as_such():
     # what a CuPy array next to NumPy ones gives (no implicit conversion): the message names the parameter and
     # says why, instead of the library's bare "Implicit conversion ... not allowed"
-    from ntkref._validation import InvalidParameterError, check_array
+    from ntkref._lib.validation import InvalidParameterError, check_array
 
     with pytest.raises(InvalidParameterError, match=r"'y' parameter .*different array libraries or devices"):
         check_array(strict.asarray(np.ones(3), device=DEV), "y", xp=np)

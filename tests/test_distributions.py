@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from ntkref import InvalidParameterError
 from ntkref import distributions as D
-from ntkref._backend import to_numpy  # explicit host copies in tests without the tonp fixture
+from ntkref._lib.backend import to_numpy  # explicit host copies in tests without the tonp fixture
 from ntkref.kernels import wei_k1_k2, wei_kernel
 from validation.seed002_kernel_vs_net import loss_and_gradient, loss_upper_bound, net_apply, train_net, train_regularized_net
 from ._device import arrays_in as _arrays_in, device1 as _device1
@@ -157,7 +157,7 @@ def test_device_placement(xp, asxp, tonp):
     NumPy there is only one device and the check is skipped)."""
     if "array_api_strict" not in getattr(xp, "__name__", ""):
         pytest.skip("needs a namespace with several devices")
-    from ntkref._backend import device_of
+    from ntkref._lib.backend import device_of
 
     dev = xp.Device("device1")
     X, y = D.sample_sparse_xor(12, 6, seed=0)

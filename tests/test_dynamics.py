@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from ntkref import dynamics as D
 from ntkref import losses
-from ntkref._validation import InvalidParameterError
+from ntkref._lib.validation import InvalidParameterError
 from ._device import arrays_in as _arrays_in, device1 as _device1
 
 try:  # the exact solvers of issue 3 item 2, written concurrently; used as a second opinion
@@ -747,7 +747,7 @@ def test_public_functions_return_arrays_on_the_inputs_device(case):
 def test_event_flow_host_step_is_the_numpy_computation(name):
     """The event-driven flow runs on the host for non-NumPy namespaces: the trajectory on device1 equals
     the NumPy one bit for bit."""
-    from ntkref._backend import to_numpy
+    from ntkref._lib.backend import to_numpy
 
     strict, dev = _device1()
     K, K_test, y = rbf_problem(n=12, seed=9, regression=name != "hinge")

@@ -515,9 +515,9 @@ def test_rows_of_norm_1e_300_against_unit_rows(asxp, tonp):
 
 
 def _limit_memory(monkeypatch, available):
-    from ntkref.kernels import _fc
+    from ntkref._lib import memory
 
-    monkeypatch.setattr(_fc, "_available_memory", lambda xp, like: available)
+    monkeypatch.setattr(memory, "available_memory", lambda xp, like: available)
 
 
 def test_fc_refuses_outputs_beyond_the_available_memory(monkeypatch, asxp, xp):
@@ -559,9 +559,9 @@ def test_fc_memory_guard_counts_the_working_set(monkeypatch, asxp, tonp, block_s
 
 
 def test_available_memory_is_positive_or_unknown(xp, asxp):
-    from ntkref.kernels import _fc
+    from ntkref._lib import memory
 
-    available = _fc._available_memory(xp, asxp(np.ones(1)))
+    available = memory.available_memory(xp, asxp(np.ones(1)))
     assert available is None or available > 0
 
 
@@ -571,7 +571,7 @@ def test_host_memory_reading_never_refuses_small_arrays(monkeypatch):
     import builtins
     import io
 
-    from ntkref.kernels import _fc
+    from ntkref._lib import memory
 
     real_open = builtins.open
 
@@ -581,7 +581,7 @@ def test_host_memory_reading_never_refuses_small_arrays(monkeypatch):
         return real_open(path, *a, **k)
 
     monkeypatch.setattr(builtins, "open", fake_open)
-    assert _fc._available_memory(np, np.ones(1)) == 256 * 2**20
+    assert memory.available_memory(np, np.ones(1)) == 256 * 2**20
     K.fc(np.ones((3, 2)), depth=1)  # 72 bytes of output: computed, not refused
 
 

@@ -22,7 +22,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ntkref import kkt, losses, machines
-from ntkref._validation import InvalidParameterError
+from ntkref._lib.validation import InvalidParameterError
 
 from ._device import assert_on_device, device1
 
@@ -517,7 +517,7 @@ def test_results_on_device1_equal_numpy(name):
     ref = kkt.fit_with_intercept(K, y, name, 0.3)
     km = kkt.fit_with_intercept(on(K), on(y), name, 0.3)
     assert_on_device(km, strict, dev)
-    from ntkref._backend import to_numpy
+    from ntkref._lib.backend import to_numpy
 
     np.testing.assert_allclose(to_numpy(km.alpha_), ref.alpha_, rtol=1e-12, atol=1e-13)
     assert km.intercept_ == pytest.approx(ref.intercept_, abs=1e-12)

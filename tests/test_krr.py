@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from ntkref import kernels, krr, machines
-from ntkref._validation import InvalidParameterError
+from ntkref._lib.validation import InvalidParameterError
 
 
 def _gram(n=120, d=12, seed=0, depth=2, duplicates=0):

@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ntkref import losses
-from ntkref._validation import InvalidParameterError
+from ntkref._lib.validation import InvalidParameterError
 
 CLASSIFICATION = ("hinge", "squared_hinge", "logistic")
 REGRESSION = ("epsilon_insensitive", "squared")

@@ -21,7 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ntkref import _gram, losses, machines
-from ntkref._validation import InvalidParameterError
+from ntkref._lib.validation import InvalidParameterError
 from ._device import arrays_in as _arrays_in, device1 as _device1
 
 ALL = ("hinge", "squared_hinge", "epsilon_insensitive", "squared", "logistic")
@@ -665,7 +665,7 @@ def test_host_step_is_the_numpy_solve(name):
     K = X @ X.T
     ref = machines.solve(K, y, _loss(name), 0.3)
     got = machines.solve(strict.asarray(K, device=dev), strict.asarray(y, device=dev), _loss(name), 0.3)
-    from ntkref._backend import to_numpy
+    from ntkref._lib.backend import to_numpy
 
     np.testing.assert_array_equal(to_numpy(got.alpha_), ref.alpha_)
     np.testing.assert_array_equal(to_numpy(got.train_output_), ref.train_output_)
@@ -1154,7 +1154,7 @@ def test_exact_symmetry_fast_path_never_answers_true_wrongly(n):
     False.  Checked against the definition (np.array_equal(K, K.T) and np.isfinite)."""
     import array_api_compat.numpy as anp
 
-    from ntkref import _compat
+    from ntkref._lib import compat as _compat
 
     rng = np.random.default_rng(n)
     A = rng.standard_normal((n, n))

@@ -18,7 +18,7 @@ from scipy.special import betainc, expit
 
 from ntkref import InvalidParameterError
 from ntkref import mean_field as mf
-from ntkref._backend import to_numpy
+from ntkref._lib.backend import to_numpy
 from ._device import arrays_in as _arrays_in, device1 as _device1
 
 # --------------------------------------------------------------------------- independent NumPy references
@@ -720,7 +720,7 @@ def test_device_placement(xp, asxp, tonp):
     NumPy there is only one device and the check is skipped)."""
     if "array_api_strict" not in getattr(xp, "__name__", ""):
         pytest.skip("needs a namespace with several devices")
-    from ntkref._backend import device_of
+    from ntkref._lib.backend import device_of
 
     dev = xp.Device("device1")
     X, y, lam = toy_2d()

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 from ntkref import kernels
 from ntkref import regularizers as R
-from ntkref._validation import InvalidParameterError
+from ntkref._lib.validation import InvalidParameterError
 from ntkref.nets import Antisymmetric, FullyConnected, Linearized, flatten_params
 from ._device import arrays_in as _arrays_in, device1 as _device1
 

@@ -686,6 +686,43 @@ def test_measure_mode_collects_every_kind_with_minimal_examples_and_replay_lines
     assert _validate(json.loads((tmp_path / "r.json").read_text()), T.REPORT_SCHEMA) == []
 
 
+def test_report_files_are_written_atomically(tmp_path, monkeypatch):
+    # json.dump(allow_nan=False) raises after writing part of a file: the report goes through the one atomic
+    # writer, so an existing report survives a failing to_json / to_csv and no temporary file is left behind
+    import csv
+    import json
+
+    report = T.CheckReport(True, 1, entries=[(0, "hypothesis", 0, 0, "diagonal", 1.0, 1.0, 0.0, 1.0, 0.0, 1e-10,
+                                              "user", "ok")])
+    path, table = tmp_path / "report.json", tmp_path / "entries.csv"
+    report.to_json(path)
+    report.to_csv(table)
+    before = path.read_text(), table.read_text()
+
+    def dump_part_then_raise(obj, fh, **kwargs):
+        fh.write('{"schema": "ntkref.testing.report/1", "check": ')
+        raise ValueError("Out of range float values are not JSON compliant")
+
+    class HalfWriter:
+        def __init__(self, fh):
+            self.fh = fh
+
+        def writerow(self, row):
+            self.fh.write("example,source,row\n")
+            raise OSError("disk full")
+
+    monkeypatch.setattr(json, "dump", dump_part_then_raise)
+    monkeypatch.setattr(csv, "writer", HalfWriter)
+    with pytest.raises(ValueError, match="not JSON compliant"):
+        report.to_json(path)
+    with pytest.raises(OSError, match="disk full"):
+        report.to_csv(table)
+    with pytest.raises(ValueError):
+        report.to_json(tmp_path / "new.json")
+    assert (path.read_text(), table.read_text()) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["entries.csv", "report.json"]
+
+
 def test_verdict_tolerance_is_at_least_ntkrefs_certified_bound():
     # with a user tolerance of 0 an exact (50-digit mpmath) candidate still passes: every entry is judged with
     # ntkref's certified 1e-13 (tests/test_kernels.py), and the report says so entry by entry

@@ -188,7 +188,7 @@ def test_train_refuses_a_convnet_naming_net():
     import numpy as np
     import pytest
     from ntkref import nets
-    from ntkref._validation import InvalidParameterError
+    from ntkref._lib.validation import InvalidParameterError
 
     net = nets.ConvNet(1, 4, 1)
     with pytest.raises(InvalidParameterError, match="'net' parameter of train"):

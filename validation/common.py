@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import array_api_compat.numpy as HOST  # noqa: F401  (re-exported)
 import numpy as np
 
-from ntkref import _backend
+from ntkref._lib import backend as _backend
 
 # Where the reproductions run.  The data (MNIST digits, samples of seed 002's 𝒟, teacher networks, initial
 # parameters) are drawn on the host with NumPy — the same numbers whatever the backend — and every call of one of
@@ -20,7 +20,7 @@ from ntkref import _backend
 
 
 def on_backend(a, dtype=None):
-    """Host data → an array of the default namespace on the default device (``ntkref._backend.asarray``).
+    """Host data → an array of the default namespace on the default device (``ntkref._lib.backend.asarray``).
 
     Lists and tuples are mapped element-wise (network parameters: a list of ``(W, b)`` with ``b`` possibly ``None``);
     ``None`` stays ``None``.  NumPy input is copied to the device explicitly; under NumPy nothing is copied.
@@ -33,7 +33,7 @@ def on_backend(a, dtype=None):
 
 
 def host(a):
-    """An array of any namespace/device → NumPy (``ntkref._backend.to_numpy``, an explicit copy); lists and tuples
+    """An array of any namespace/device → NumPy (``ntkref._lib.backend.to_numpy``, an explicit copy); lists and tuples
     element-wise, ``None`` and Python scalars unchanged."""
     if a is None or isinstance(a, (bool, int, float, str)):
         return a
@@ -43,7 +43,7 @@ def host(a):
 
 
 def backend_description():
-    """Which backend and device ran the reproductions (``ntkref._backend.description()``)."""
+    """Which backend and device ran the reproductions (``ntkref._lib.backend.description()``)."""
     return _backend.description()
 
 # --------------------------------------------------------------------------- the paper's numbers (docs/reference-numbers.md)

@@ -68,7 +68,7 @@ def train_net(x, y, *, seed, width=32, lam=1e-3, steps=4000, lr=0.2, init_scale=
 
 
 def _float64():
-    from ntkref._backend import default_namespace
+    from ntkref._lib.backend import default_namespace
 
     return default_namespace().float64
 

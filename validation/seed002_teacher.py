@@ -59,7 +59,7 @@ import time
 
 import numpy as np
 
-from ntkref._validation import InvalidParameterError, check_int, check_real
+from ntkref._lib.validation import InvalidParameterError, check_int, check_real
 from ntkref.kernels import wei_kernel
 from ntkref.nets import HomogeneousNet
 

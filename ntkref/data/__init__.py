@@ -22,7 +22,7 @@ from importlib import resources
 
 import numpy as np
 
-from .._validation import InvalidParameterError
+from .._lib.validation import InvalidParameterError
 
 __all__ = ["DIGITS01_FILE", "N_DIGITS01", "load_digits01", "path"]
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 
-from .._validation import InvalidParameterError
+from .._lib.validation import InvalidParameterError
 from ..data import _package_file
 
 __all__ = ["manifest", "cases", "case", "inputs", "values", "path"]

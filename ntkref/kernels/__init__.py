@@ -13,9 +13,12 @@ Public objects:
 - :func:`store_gram`, :func:`open_gram` — a Dask Gram written to / read from disk block by block (Zarr or
   ``.npy``), for Gram matrices larger than memory.
 
-On Dask arrays ``fc``, ``cntk`` (and ``nets.empirical_ntk``) build one task per block without computing.
+On Dask arrays ``fc``, ``cntk`` (and ``nets.empirical_ntk``) build one task per block without computing
+(the Dask engine, ``ntkref/_engines/dask``); ``store_gram`` and ``open_gram`` belong to that engine too and
+are loaded on first access (importing ``ntkref.kernels`` imports neither Dask nor the engine).
 """
-from .._dask import open_gram, store_gram
+from .._lib import dispatch
+from .._lib.api import set_public_module
 from ._cntk import cntk
 from ._fc import ACTIVATIONS, Activation, Kernel, fc, fc_diagonal
 from ._two_layer import arora_ntk, relu_h, two_layer_relu_ntk, wei_k1_k2, wei_kernel
@@ -46,3 +49,12 @@ __all__ = [
     "wei_k1_k2",
     "wei_kernel",
 ]
+
+set_public_module(__name__, globals(), [n for n in __all__ if n not in ("store_gram", "open_gram")])
+
+
+def __getattr__(name):
+    # the out-of-core stores are the Dask engine's (PEP 562: loaded on first access, not at import)
+    if name in ("store_gram", "open_gram"):
+        return getattr(dispatch, name).get("dask")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

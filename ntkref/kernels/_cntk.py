@@ -102,9 +102,11 @@ import math
 
 import array_api_compat
 
-from .._backend import device_of, namespace
-from .._compat import single_threaded_blas
-from .._validation import (
+from .._lib import dispatch
+from .._lib.backend import device_of, namespace
+from .._lib.compat import single_threaded_blas
+from .._lib.memory import check_bytes
+from .._lib.validation import (
     InvalidParameterError,
     check_array,
     check_int,
@@ -116,7 +118,7 @@ from ._cntk_batched import _batch_sums
 from ._cntk_layout import _Geometry, _interior_flags, _np, _pad_images, _patch_sum, _variance_maps
 from ._cntk_refine import _PI
 from ._cntk_rows import _RowBlocks, _block_patch_sum, _pair_sums_rows, _row_work, _row_work_bytes
-from ._fc import Kernel, _n_workers, check_finite_kernel, check_memory
+from ._fc import Kernel, _n_workers, check_finite_kernel
 
 __all__ = ["cntk"]
 
@@ -293,6 +295,10 @@ def cntk(
     >>> k.ntk.shape
     (3, 3)
     """
+    lazy = dispatch.cntk.lookup(x1, x2)
+    if lazy is not None:  # Dask images: one task per block of image rows, nothing computed (ntkref/_engines/dask)
+        return lazy(x1, x2, depth=depth, readout=readout, filter_size=filter_size, W_std=W_std, b_std=b_std,
+                    fix_first_last=fix_first_last, method=method, max_memory=max_memory, n_jobs=n_jobs)
     xp = namespace(x1, x2)
     x1 = check_array(x1, "x1", caller=_CALLER, ndim=4, xp=xp)
     symmetric = x2 is None
@@ -348,7 +354,7 @@ def cntk(
 
     rows, per_batch, batches, workers, needed = _plan(n1, n2, symmetric, c, g, depth, readout, itemsize, fast,
                                                       max_memory, n_jobs, xp)
-    check_memory(
+    check_bytes(
         needed,
         f"The 'x1'/'x2' parameters ({n1} × {n2} images of {c}×{h}×{w}, in "
         f"{'float32' if itemsize == 4 else 'float64'})",

@@ -14,8 +14,8 @@ standard operations only (new arrays, selections instead of slice assignments). 
 """
 from __future__ import annotations
 
-from .._backend import device_of
-from .._compat import scatter_flat
+from .._lib.backend import device_of
+from .._lib.compat import scatter_flat
 
 from ._cntk_layout import _interior_flags, _np, _pair_inside, _patch_sum, _zero_pads
 from ._cntk_refine import _PI, _TAU, _refine

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 
-from .._backend import device_of
+from .._lib.backend import device_of
 
 
 # ----------------------------------------------------------------------------

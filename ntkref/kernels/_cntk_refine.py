@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 
-from .._backend import device_of
+from .._lib.backend import device_of
 
 _PI = math.pi
 _TAU = 1.0 / 64  # e/f below _TAU (layer 1: or above 1/_TAU) → e and f recomputed without cancellation

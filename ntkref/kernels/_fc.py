@@ -63,11 +63,12 @@ from dataclasses import dataclass
 
 import array_api_compat
 
-from .. import _gpu
-from .._backend import device_of, is_array, namespace
-from .._compat import erf as _erf
-from .._compat import gauss_hermite, scatter_flat, single_threaded_blas
-from .._validation import InvalidParameterError, check_array, check_int, check_option, check_real
+from .._lib import dispatch
+from .._lib.backend import device_of, is_array, namespace
+from .._lib.compat import erf as _erf
+from .._lib.compat import gauss_hermite, scatter_flat, single_threaded_blas
+from .._lib.memory import check_bytes
+from .._lib.validation import InvalidParameterError, check_array, check_int, check_option, check_real
 
 __all__ = ["Kernel", "Activation", "fc", "fc_diagonal", "ACTIVATIONS"]
 
@@ -218,60 +219,6 @@ def check_finite_kernel(value, caller, xp, params="'x1'/'x2', 'W_std' and 'b_std
             f"{_dtype_name(value.dtype, xp)} (largest finite {float(xp.finfo(value.dtype).max):.3g}); "
             f"rescale the inputs or the standard deviations."
         )
-
-
-# ------------------------------------------------------------------ memory guard
-
-
-_HOST_FLOOR = 256 * 2**20  # bytes
-
-
-def _available_memory(xp, like):
-    """Bytes that can still be allocated where ``like`` lives, or ``None`` when unknown.
-
-    CuPy: the device's free memory (``cupy.cuda.runtime.memGetInfo``) plus the unused blocks of CuPy's
-    memory pool; torch/JAX on an accelerator:
-    unknown (no guard); everything else lives in host memory: ``MemAvailable`` of /proc/meminfo, else
-    ``os.sysconf`` (available physical pages), but never less than 256 MiB: MemAvailable is the kernel's
-    estimate of what can be allocated without swapping, and on a busy machine it can read ~0 for a moment
-    while a few MiB are still found — the guard is for Gram matrices of gigabytes, not for small arrays.
-    """
-    if _gpu.is_cupy(xp):
-        # free device memory plus the blocks CuPy's pool holds but does not use (freed arrays are cached)
-        with like.device:
-            return int(_gpu._free_bytes())
-    dev = str(device_of(like)).lower()
-    if ("cuda" in dev or "gpu" in dev or "tpu" in dev or "mps" in dev) and not array_api_compat.is_numpy_namespace(xp):
-        return None
-    import os
-
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return max(int(line.split()[1]) * 1024, _HOST_FLOOR)
-    except OSError:
-        pass
-    try:
-        return max(int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE")), _HOST_FLOOR)
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
-def check_memory(needed, what, caller, xp, like, ways_out):
-    """Refuse (InvalidParameterError) a computation estimated to need more than the available memory.
-
-    ``what`` names the parameters and the arrays (it is the start of the message), ``ways_out`` how to
-    make it fit.
-    """
-    available = _available_memory(xp, like)
-    if available is None or needed <= available:
-        return
-    gib = 2.0**30
-    raise InvalidParameterError(
-        f"{what} of {caller} would need about {needed / gib:.3g} GiB, but about {available / gib:.3g} GiB "
-        f"is available where the arrays live; {ways_out}."
-    )
 
 
 # --------------------------------------------------------------------------- rows
@@ -736,7 +683,7 @@ def fc(
         integer input.
     engine : {"auto", "array_api"}
         ``"auto"`` runs ReLU without biases on CuPy arrays as one fused CUDA
-        kernel over the Gram (:mod:`ntkref._gpu`: the same operations per
+        kernel over the Gram (:mod:`ntkref._engines.cuda`: the same operations per
         entry, one pass over memory instead of ~15 a layer; blocks as large
         as free device memory allows, ``block_size`` ignored) and everything
         else on the array-API path.  ``"array_api"`` forces the array-API
@@ -765,10 +712,9 @@ def fc(
     eqs. (6)–(8) up to the scalings tested in ``tests/test_kernels.py``).
     Cost: O(n1·n2·(d + depth)) time, O(n1·n2) output memory.
     """
-    if array_api_compat.is_dask_array(x1) or array_api_compat.is_dask_array(x2):  # one task per block, lazy
-        from .._dask import fc as _dask_fc
-
-        return _dask_fc(x1, x2, depth=depth, activation=activation, W_std=W_std, b_std=b_std, get=get, method=method,
+    lazy = dispatch.fc.lookup(x1, x2)
+    if lazy is not None:  # a Dask x1/x2: one task per block (ntkref/_engines/dask)
+        return lazy(x1, x2, depth=depth, activation=activation, W_std=W_std, b_std=b_std, get=get, method=method,
                         quadrature_points=quadrature_points, block_size=block_size, n_jobs=n_jobs, dtype=dtype,
                         engine=engine)
     xp, x1, x2, depth, act, closed, Ws, bs = _prepare(x1, x2, depth, activation, W_std, b_std, dtype, "fc")
@@ -783,7 +729,8 @@ def fc(
     n_points = check_int(quadrature_points, "quadrature_points", caller="fc", low=2, high=256)
     if block_size is None:
         # CPU: blocks that stay in cache; GPU: blocks large enough to fill the device
-        block_size = (4096 if _gpu.is_cupy(xp) else 768) if closed is not None else max(16, 4096 // n_points * 8)
+        block_size = (4096 if array_api_compat.is_cupy_namespace(xp) else 768) if closed is not None \
+            else max(16, 4096 // n_points * 8)
     block_size = check_int(block_size, "block_size", caller="fc", low=1)
 
     engine = check_option(engine, "engine", ("auto", "array_api"), caller="fc")
@@ -807,12 +754,12 @@ def fc(
             _check_quadrature_resolution(n2_norm, "x2", d, Ws, bs, act, n_points, xp)
     want_ntk = "ntk" in wanted
     unbiased_relu = closed == "relu" and all(b == 0.0 for b in bs)
+    # a CuPy x1: the bias-free ReLU Gram as one fused CUDA kernel (ntkref/_engines/cuda.py), same arithmetic
+    fused = dispatch.fc_relu_fused.lookup(x1) if unbiased_relu and engine == "auto" else None
     _check_fc_memory(n1, n2, d, len(wanted), x1, block_size, n_points, closed, symmetric, n_jobs,
-                     unbiased_relu and engine == "auto" and _gpu.is_cupy(xp), xp)
-    if unbiased_relu and engine == "auto" and _gpu.is_cupy(xp) and n1 * n2 > 0:
-        nngp, ntk = _gpu.fc_relu_unbiased(
-            n1_norm, u1, n2_norm, u2, d, Ws, "nngp" in wanted, want_ntk, symmetric, xp
-        )
+                     fused is not None, xp)
+    if fused is not None and n1 * n2 > 0:
+        nngp, ntk = fused(n1_norm, u1, n2_norm, u2, d, Ws, "nngp" in wanted, want_ntk, symmetric, xp)
         return Kernel(nngp, ntk)
     if array_api_compat.is_jax_namespace(xp):
         # JAX arrays are immutable: blocks are assembled by concatenation (about twice the output in memory)
@@ -864,7 +811,7 @@ def fc(
 def _check_fc_memory(n1, n2, d, n_out, x, block_size, n_points, closed, symmetric, n_jobs, fused, xp):
     """The memory guard of :func:`fc`: the outputs (twice for JAX, which concatenates) plus the blocks'
     working memory (about 12·block² floats per worker, ×(1 + n_points/3) for quadrature; none counted for
-    the fused CUDA kernel, which sizes its blocks to the free memory) against :func:`_available_memory`."""
+    the fused CUDA kernel, which sizes its blocks to the free memory) against :func:`ntkref._lib.memory.available_memory`."""
     itemsize = 4 if x.dtype == xp.float32 else 8
     out_bytes = n_out * n1 * n2 * itemsize * (2 if array_api_compat.is_jax_namespace(xp) else 1)
     work = 0
@@ -875,7 +822,7 @@ def _check_fc_memory(n1, n2, d, n_out, x, block_size, n_points, closed, symmetri
         n_tasks = -(-n1 // block_size) * -(-n2 // block_size)
         work = per_block * _n_workers(n_jobs, xp, n_tasks)
     dtype = "float32" if x.dtype == xp.float32 else "float64"
-    check_memory(
+    check_bytes(
         out_bytes + work,
         f"The 'x1'/'x2' parameters ({n1} × {n2} rows, {n_out} output(s) in {dtype})",
         "fc",

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import math
 
-from .._backend import namespace
-from .._validation import check_int, check_real
+from .._lib.backend import namespace
+from .._lib.validation import check_int, check_real
 from ._fc import _input_angles, _prepare, _relu_layer, _row_norms, check_finite_kernel, check_input_scale
 
 __all__ = ["two_layer_relu_ntk", "relu_h", "wei_kernel", "wei_k1_k2", "arora_ntk"]
@@ -57,8 +57,8 @@ def relu_h(u):
     h is increasing on [u*, 1] and decreasing on [−1, u*] with
     u* ≈ −0.79410, h(u*) ≈ −0.4297378; h(−1) = 0, h(1) = 2π.
     """
-    from .._backend import namespace
-    from .._validation import check_array, InvalidParameterError
+    from .._lib.backend import namespace
+    from .._lib.validation import check_array, InvalidParameterError
 
     xp = namespace(u)
     u = check_array(u, "u", caller="relu_h", xp=xp)

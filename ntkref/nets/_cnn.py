@@ -35,8 +35,9 @@ import numbers
 
 import numpy as np  # host-side random draws in init() only (reproducible across backends)
 
-from .._backend import device_of, namespace
-from .._validation import InvalidParameterError, check_array, check_int, check_memory, check_option, check_real
+from .._lib.backend import device_of, namespace
+from .._lib.validation import InvalidParameterError, check_array, check_int, check_option, check_real
+from .._lib.memory import check_memory
 from ._fc import check_finite_ntk
 from ._common import check_pairs, host_draw, init_target, input_on
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._backend import creation_target, asarray, device_of, is_array
-from .._validation import InvalidParameterError
+from .._lib.backend import creation_target, asarray, device_of, is_array
+from .._lib.validation import InvalidParameterError
 
 
 def init_target(xp, dtype, device, caller):
@@ -54,7 +54,7 @@ def input_on(x, like):
 def check_pairs(params, caller, n_layers=None, name="params"):
     """``params`` as a list of ``(W, b)`` pairs (b may be None) of finite real arrays of one namespace;
     every error names ``name`` (and the layer) instead of failing deep inside the forward pass."""
-    from .._validation import check_array
+    from .._lib.validation import check_array
 
     if not isinstance(params, (list, tuple)) or not all(
         isinstance(p, (list, tuple)) and len(p) == 2 for p in params

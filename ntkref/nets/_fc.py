@@ -32,8 +32,10 @@ import numbers
 import array_api_compat
 import numpy as np
 
-from .._backend import namespace
-from .._validation import InvalidParameterError, check_array, check_int, check_memory, check_real
+from .._lib import dispatch
+from .._lib.backend import namespace
+from .._lib.validation import InvalidParameterError, check_array, check_int, check_real
+from .._lib.memory import check_memory
 from ._common import check_pairs, host_draw, init_target, input_on
 
 __all__ = ["FullyConnected", "empirical_ntk"]
@@ -246,9 +248,8 @@ def check_finite_ntk(out, caller):
 def empirical_ntk(net, params, x1, x2=None):
     """Empirical tangent kernel Θ̂(w; x1, x2) of ``net`` at ``params`` (seed 000 Def. 2.1).
 
-    A Dask ``x1`` or ``x2`` gives a lazy Gram of Dask arrays, one task per block (``ntkref._dask``)."""
-    from .. import _dask
-
-    if _dask.is_dask(x1) or _dask.is_dask(x2):
-        return _dask.empirical_ntk(net, params, x1, x2)
+    A Dask ``x1`` or ``x2`` gives a lazy Gram of Dask arrays, one task per block (``ntkref._engines.dask._graphs``)."""
+    engine = dispatch.empirical_ntk.lookup(x1, x2)
+    if engine is not None:  # Dask x1/x2: one task per block, lazy (ntkref/_engines/dask)
+        return engine(net, params, x1, x2)
     return net.empirical_ntk(params, x1, x2)

@@ -49,8 +49,8 @@ import numbers
 
 import numpy as np  # host-side seeded draws in init() only
 
-from .._backend import device_of, namespace
-from .._validation import InvalidParameterError, check_array, check_int, check_real
+from .._lib.backend import device_of, namespace
+from .._lib.validation import InvalidParameterError, check_array, check_int, check_real
 from ._common import host_draw, init_target, input_on
 
 __all__ = [

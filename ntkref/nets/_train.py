@@ -42,9 +42,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import losses as _losses
-from .._backend import device_of, namespace
-from .._compat import eigh
-from .._validation import InvalidParameterError, check_array, check_int, check_option, check_real
+from .._lib.backend import device_of, namespace
+from .._lib.compat import eigh
+from .._lib.validation import InvalidParameterError, check_array, check_int, check_option, check_real
 from ._common import input_on
 
 __all__ = ["NetTrajectory", "train"]

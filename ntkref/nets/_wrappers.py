@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import math
 
-from .._backend import namespace
-from .._validation import InvalidParameterError, check_array
+from .._lib.backend import namespace
+from .._lib.validation import InvalidParameterError, check_array
 from ._common import check_pairs
 from ._fc import check_finite_ntk
 
@@ -267,7 +267,7 @@ class Scaled:
     """f_nn(w, x) = κ·f(w, x) (seed 004's output scaling); parameters are those of ``net``."""
 
     def __init__(self, net, kappa):
-        from .._validation import check_real
+        from .._lib.validation import check_real
 
         _check_net(net, "Scaled")
         self.net = net

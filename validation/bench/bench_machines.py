@@ -47,7 +47,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, REPO)
 
 from ntkref import _gram, machines  # noqa: E402
-from ntkref._backend import to_numpy  # noqa: E402
+from ntkref._lib.backend import to_numpy  # noqa: E402
 
 
 def digits(n, seed=0):
@@ -193,7 +193,7 @@ def main(argv=None):
     if args.backend != "numpy":
         import importlib
 
-        from ntkref._backend import _MODULES, default_device
+        from ntkref._lib.backend import _MODULES, default_device
 
         xp = importlib.import_module(_MODULES[args.backend])
         dev = default_device() if os.environ.get("NTKREF_BACKEND", "numpy") == args.backend else None

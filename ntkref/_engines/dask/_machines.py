@@ -1,13 +1,13 @@
 r"""Kernel machines of seed 000 eq. (7) on a Dask Gram: every loss, with the certificates of :mod:`ntkref.machines`.
 
-``machines.solve(K, ...)`` with a square Dask K comes here (through :func:`ntkref._dask.solve`).  K is used only
+``machines.solve(K, ...)`` with a square Dask K comes here (through the ``solve`` seam of ``ntkref._lib.dispatch``).  K is used only
 through its blocks — one graph per operation, computed on the active scheduler (a ``dask.distributed`` client if
 one is active) — and the vectors (n floats, float64) live on the client:
 
 - **Validation** (:func:`check_gram`): one graph over the blocks on and above the diagonal (block (i, j) with its
   mirror (j, i)) gives finiteness, max|K|, max|K − Kᵀ| and ‖K‖_F, the same tests as ``ntkref._gram._check_gram``
   (symmetric to √eps·max|K|; a K within that is symmetrised lazily, (K + Kᵀ)/2).  ``check_psd``: True, "auto" or
-  "lanczos" run the one-sided Lanczos test of ``ntkref._gram._check_psd`` (40 products :func:`ntkref._dask.symmetric_matvec`;
+  "lanczos" run the one-sided Lanczos test of ``ntkref._gram._check_psd`` (40 products :func:`ntkref._engines.dask._graphs.symmetric_matvec`;
   a refusal is a proof of a negative eigenvalue below −n·eps·‖K‖_F, acceptance the probabilistic bound stated
   there); "cholesky" is refused (it needs the whole K in one process); False skips it.
 - **squared**: kernel ridge regression by conjugate gradients (:func:`ntkref.krr.solve_cg`).
@@ -15,7 +15,7 @@ one is active) — and the vectors (n floats, float64) live on the client:
   by the same chunking as ``ntkref._boxqp._chunked_qp`` — the exact active-set method ``ntkref._boxqp._active_set_qp`` on
   Q_WW = K_WW (+ (λ/2)I for the squared hinge) of a working set W, coordinates outside W held at 0, W grown by the
   worst violators of the optimality of αᵢ = 0 and shrunk to the support — with the columns K[:, W] gathered from
-  the cluster (:func:`ntkref._dask.columns`, only the columns not held already).  α is supported on W, so
+  the cluster (:func:`ntkref._engines.dask._graphs.columns`, only the columns not held already).  α is supported on W, so
   g = Kα = K[:, W]·α_W and the duality gap and the optimality test over all n need no other entry of K.  Stops on
   the relative duality gap of ``machines.solve`` (``_primal_from_g``/``_dual_from_g``).  Memory on the client:
   n·|W| float64 (the gathered columns; up to about three times that transiently while the held columns are
@@ -43,9 +43,9 @@ one is active) — and the vectors (n floats, float64) live on the client:
 Results: a :class:`DaskKernelMachine` (a ``machines.KernelMachine``) whose ``alpha_`` and ``train_output_`` are
 Dask arrays chunked like K's rows (as :func:`ntkref.krr.solve_cg` returns them), computed in float64 whatever K's
 dtype (the default ``tol`` is therefore 1e-10).  Finite or error: a non-finite K entry, bad labels, or a
-solution whose objective overflows raise :class:`~ntkref._validation.InvalidParameterError` naming the input.
+solution whose objective overflows raise :class:`~ntkref._lib.validation.InvalidParameterError` naming the input.
 
-Persist K (``client.persist``) or store it (:func:`ntkref._dask.store_gram`) first: a lazy Gram is recomputed
+Persist K (``client.persist``) or store it (:func:`ntkref.kernels.store_gram`) first: a lazy Gram is recomputed
 at every product and every gather.
 """
 from __future__ import annotations
@@ -56,14 +56,48 @@ from dataclasses import dataclass
 
 import array_api_compat
 
-from . import _boxqp, _dask, _gram
-from . import machines as _m
-from ._backend import is_array, to_numpy
-from ._validation import InvalidParameterError, check_array, check_int, check_option, check_real
+from ... import _boxqp, _gram
+from ... import dynamics as _dyn
+from ... import machines as _m
+from ..._lib.backend import is_array, to_numpy
+from ..._lib.validation import InvalidParameterError, check_array, check_int, check_option, check_real
+from ...krr import solve_cg
+from . import _graphs
 
-__all__ = ["DaskKernelMachine", "solve", "subgradient_descent", "check_gram", "psd_test"]
+__all__ = ["DaskGram", "DaskKernelMachine", "solve", "hard_margin_svm", "subgradient_descent", "check_gram", "psd_test",
+           "refuse_checked_gram", "refuse_gradient_flow"]
 
 _CALLER = "machines.solve"
+
+
+# -------------------------------------------------------------------- the Gram as a CG operator
+
+
+class DaskGram:
+    """A square Dask Gram: vectors are NumPy float64 on the client, products are graphs of block tasks."""
+
+    def __init__(self, K):
+        self.K = _graphs._check_square(K, "krr.solve_cg")
+        self.xp = array_api_compat.array_namespace(__import__("numpy").zeros(0))
+        self.n = K.shape[0]
+        self.dtype = self.xp.float64
+
+    def vector(self, v):
+        import numpy as np
+
+        return np.asarray(to_numpy(v.compute() if _graphs.is_dask(v) else v), dtype=np.float64)
+
+    def matvec(self, v):
+        return _graphs.symmetric_matvec(self.K, v)
+
+    def diagonal(self):
+        return _graphs.diagonal(self.K)
+
+    def columns(self, idx):
+        return _graphs.columns(self.K, idx)
+
+    def result(self, v):
+        return _graphs._da().from_array(v, chunks=(self.K.chunks[0],))
 
 
 @dataclass
@@ -147,7 +181,7 @@ def check_gram(K, caller=_CALLER, sym_tol=None):
     import dask
 
     np = _np()
-    K = _dask._check_square(K, caller)
+    K = _graphs._check_square(K, caller)
     n = K.shape[0]
     if n == 0:
         raise InvalidParameterError(f"The 'K' parameter of {caller} must have at least one row.")
@@ -180,7 +214,7 @@ def _eps(K):
 
 
 def psd_test(K, fro, caller=_CALLER):
-    """``ntkref._gram._check_psd(method="lanczos")`` on a Dask K: 40 products :func:`ntkref._dask.symmetric_matvec`.
+    """``ntkref._gram._check_psd(method="lanczos")`` on a Dask K: 40 products :func:`ntkref._engines.dask._graphs.symmetric_matvec`.
 
     Refuses K (an error naming it) only with a proof: a vector u with uᵀKu/uᵀu < −δ, δ = n·eps·‖K‖_F (eps of K's
     dtype; the products accumulate in float64, so |fl(uᵀKu) − uᵀKu| ≤ δ‖u‖²).  Acceptance is the probabilistic
@@ -195,13 +229,13 @@ def psd_test(K, fro, caller=_CALLER):
     if fro == 0:  # K = 0 is PSD
         return
     delta = n * _eps(K) * fro
-    _gram._lanczos_test(lambda v: _dask.symmetric_matvec(K, v), _np().zeros(n), min(n, _gram._LANCZOS_STEPS), delta,
+    _gram._lanczos_test(lambda v: _graphs.symmetric_matvec(K, v), _np().zeros(n), min(n, _gram._LANCZOS_STEPS), delta,
                      _xp(), "K", caller)
 
 
 def _host_vector(v, name, n, caller):
     np = _np()
-    if _dask.is_dask(v):
+    if _graphs.is_dask(v):
         v = v.compute()
     v = check_array(to_numpy(v) if is_array(v) else v, name, caller=caller, ndim=1, xp=_xp())
     v = np.asarray(v, dtype=np.float64)
@@ -240,7 +274,7 @@ class _Columns:
         keep = np.isin(self.idx, idx)
         C, held = self.C[:, keep], self.idx[keep]
         if new.size:
-            C = np.concatenate([C, _dask.columns(self.K, new)], axis=1)
+            C = np.concatenate([C, _graphs.columns(self.K, new)], axis=1)
             held = np.concatenate([held, new])
             self.gathered += new.size
             self.seen[new] = True
@@ -442,8 +476,6 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
     if psd:  # last: the only check costlier than one pass over K
         psd_test(K, fro, _CALLER)
     if loss.name == "squared":
-        from .krr import solve_cg
-
         return solve_cg(K, y, lam, reduction=reduction, tol=tol, max_iter=max_iter, **cg)
     lam_sum = lam * n if reduction == "mean" else lam
     tol = 1e-10 if tol is None else check_real(tol, "tol", caller=_CALLER, low=0.0, closed="right")
@@ -456,7 +488,7 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
     if loss.name in _m._QP_LOSSES:
         max_iter = max(1000, 10 * n) if max_iter is None else max_iter
         lo, hi, eps, shift = _m._qp_bounds(y, loss, lam_sum, xp)
-        diag_max = float(np.max(_dask.diagonal(K)))
+        diag_max = float(np.max(_graphs.diagonal(K)))
 
         def gap_fn(a, g):
             return (_m._primal_from_g(a, g, y, loss, lam_sum, xp), _m._dual_from_g(a, g, y, loss, lam_sum, xp))
@@ -470,7 +502,7 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
                      distinct_columns=int(np.sum(cols.seen)))
     else:  # logistic
         max_iter = 200 if max_iter is None else max_iter
-        alpha, g, its, conv, l1, Kl1, products = _newton_cg(lambda v: _dask.symmetric_matvec(K, v), y, loss,
+        alpha, g, its, conv, l1, Kl1, products = _newton_cg(lambda v: _graphs.symmetric_matvec(K, v), y, loss,
                                                             lam_sum, tol, max_iter, min(2 * n, 1000))
         a_dual, g_dual = -l1 / lam_sum, -Kl1 / lam_sum
         primal = _m._primal_from_g(alpha, g, y, loss, lam_sum, xp)
@@ -482,9 +514,9 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
             if primal_rep - dual <= tol * max(1.0, primal_rep):
                 alpha, g, primal = a_dual, g_dual, primal_rep
         # g afresh (Newton's g was updated step by step) and |K||α|: two more products
-        g = _dask.symmetric_matvec(K, alpha)
+        g = _graphs.symmetric_matvec(K, alpha)
         primal = _m._primal_from_g(alpha, g, y, loss, lam_sum, xp)
-        absKa = _dask.symmetric_matvec(_dask._da().abs(K), np.abs(alpha))
+        absKa = _graphs.symmetric_matvec(_graphs._da().abs(K), np.abs(alpha))
         products += 2
         kkt = float(np.max(np.abs(alpha + loss.derivative(g, y) / lam_sum)))
         extra = dict(n_matvec=products)
@@ -500,7 +532,7 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
             stacklevel=3,
         )
     div = n if reduction == "mean" else 1
-    da = _dask._da()
+    da = _graphs._da()
     return DaskKernelMachine(
         alpha_=da.from_array(alpha, chunks=(K.chunks[0],)), loss=loss, lam=lam, lam_sum=lam_sum, reduction=reduction,
         primal_objective=primal / div, dual_objective=dual / div, duality_gap=(primal - dual) / div,
@@ -528,7 +560,7 @@ def hard_margin_svm(K, y, *, tol=None, max_iter=None, C_max=None, check_psd=True
     max_iter = max(1000, 10 * n) if max_iter is None else check_int(max_iter, "max_iter", caller=caller, low=1)
     if chunk is not None:
         chunk = check_int(chunk, "chunk", caller=caller, low=1)
-    diag = _dask.diagonal(K)  # NumPy float64 on the client
+    diag = _graphs.diagonal(K)  # NumPy float64 on the client
     scale = float(np.mean(diag))
     if scale <= 0:
         raise InvalidParameterError(f"The 'K' parameter of {caller} is zero on the diagonal: no point can be separated.")
@@ -551,7 +583,7 @@ def hard_margin_svm(K, y, *, tol=None, max_iter=None, C_max=None, check_psd=True
     if not conv:
         warnings.warn(f"{caller} on the Dask Gram: gap {primal - dual:.3g} (+ its rounding estimate "
                       f"{gap_rounding:.3g}), margin violation {infeas:.3g}.", _m.ConvergenceWarning, stacklevel=3)
-    da = _dask._da()
+    da = _graphs._da()
     return DaskKernelMachine(
         alpha_=da.from_array(alpha, chunks=(K.chunks[0],)), loss=loss, lam=0.0, lam_sum=0.0, reduction="sum",
         primal_objective=primal, dual_objective=dual, duality_gap=primal - dual, kkt_residual=infeas,
@@ -570,15 +602,13 @@ def subgradient_descent(K, y, loss, lam, lr, steps, *, batch_size=None, seed=Non
     r"""``dynamics.subgradient_descent`` (seed 000 eqs. (5), (12), (16), (37)) on a square Dask Gram K.
 
     The recursion α_{k+1} = (1 − ηλ)α_k − η c l′(g_k), g_k = (1 − ηλ)^k g₀ + Kα_k (and its minibatch variants,
-    the same random batches for the same ``seed``) with one block product :func:`ntkref._dask.symmetric_matvec`
+    the same random batches for the same ``seed``) with one block product :func:`ntkref._engines.dask._graphs.symmetric_matvec`
     per step, α and the outputs float64 on the client; the records' training outputs are one more product (an
     (n, records) matrix), the test outputs ``K_test``·αᵀ (a Dask or NumPy ``K_test``, (m, n)).  The returned
     :class:`~ntkref.dynamics.Trajectory` holds NumPy float64 arrays.  K is validated in one pass over its blocks
     (finite; symmetric within 100·eps·max|K| as ``dynamics`` asks, then symmetrised); ``check_psd`` runs the
     Lanczos test of :func:`psd_test` (``dynamics``' eigendecomposition needs the whole K).
     """
-    from . import dynamics as _dyn
-
     np = _np()
     xp = _xp()
     caller = "subgradient_descent"
@@ -593,13 +623,13 @@ def subgradient_descent(K, y, loss, lam, lr, steps, *, batch_size=None, seed=Non
     n = K.shape[0]
 
     def host(v):
-        v = v.compute() if _dask.is_dask(v) else v
+        v = v.compute() if _graphs.is_dask(v) else v
         return to_numpy(v) if is_array(v) else v
 
     y = _dyn._check_targets(loss, host(y), n, caller, xp, np.float64)
     g0 = _dyn._check_vector(host(g0), "g0", n, caller, xp, np.float64)
     alpha0 = _dyn._check_vector(host(alpha0), "alpha0", n, caller, xp, np.float64)
-    if _dask.is_dask(K_test):  # the checks of dynamics._check_test, without reading K_test
+    if _graphs.is_dask(K_test):  # the checks of dynamics._check_test, without reading K_test
         if K_test.ndim != 2 or K_test.shape[1] != n:
             raise InvalidParameterError(f"The 'K_test' parameter of {caller} must have shape (m, {n}); got "
                                         f"{tuple(K_test.shape)}.")
@@ -626,7 +656,7 @@ def subgradient_descent(K, y, loss, lam, lr, steps, *, batch_size=None, seed=Non
             rec_w.append(w)
         if k == steps:
             break
-        g = w * g0_ + (_dask.symmetric_matvec(K, alpha) if np.any(alpha) else np.zeros(n))
+        g = w * g0_ + (_graphs.symmetric_matvec(K, alpha) if np.any(alpha) else np.zeros(n))
         lp = _dyn._lprime(loss, g, y, xp)
         if batch_size is None:
             s = cb * lp
@@ -642,11 +672,11 @@ def subgradient_descent(K, y, loss, lam, lr, steps, *, batch_size=None, seed=Non
             subs.append(s)
         w = w * d if (batch_size is None or decay == "all") else w
     alpha_arr, warr = np.stack(rec_a), np.asarray(rec_w)
-    g_train = warr[:, None] * g0_[None, :] + _dask.symmetric_matvec(K, alpha_arr.T).T
+    g_train = warr[:, None] * g0_[None, :] + _graphs.symmetric_matvec(K, alpha_arr.T).T
     g_test = None
     if K_test is not None:
-        if _dask.is_dask(K_test):
-            g_test = np.asarray((K_test @ _dask._da().from_array(alpha_arr.T, chunks=(K_test.chunks[1], -1))).compute(),
+        if _graphs.is_dask(K_test):
+            g_test = np.asarray((K_test @ _graphs._da().from_array(alpha_arr.T, chunks=(K_test.chunks[1], -1))).compute(),
                                 dtype=np.float64).T
         else:
             g_test = alpha_arr @ K_test.T
@@ -660,4 +690,25 @@ def subgradient_descent(K, y, loss, lam, lr, steps, *, batch_size=None, seed=Non
         subgradients=(np.stack(subs) if subs else np.zeros((0, n))) if record_subgradients else None,
         batch_masks=(np.stack(masks) if masks else None) if (record_subgradients and decay == "batch" and batch_size)
         else None,
+    )
+
+
+# ----------------------------------------------------------------- what the Dask engine refuses, and why
+
+
+def refuse_checked_gram(K, check_psd=None):
+    """``machines.checked_gram`` on a Dask K: refused (the Dask solvers validate block by block)."""
+    raise InvalidParameterError(
+        "The 'K' parameter of machines.checked_gram is a Dask array: the Dask solvers do not take a checked Gram "
+        "(they validate block by block); pass the Dask Gram to machines.solve directly."
+    )
+
+
+def refuse_gradient_flow(K, K_test=None):
+    """``dynamics.gradient_flow`` on a Dask Gram: refused, naming the ways out."""
+    raise InvalidParameterError(
+        "gradient_flow on a Dask Gram is not supported: its solvers (an eigendecomposition, event-by-event "
+        "linear complementarity steps, Dormand-Prince) need K in one process. Ways out: "
+        "dynamics.subgradient_descent, which runs on a Dask K (one block mat-vec per step), or K.compute() "
+        "when K fits in memory."
     )

@@ -61,7 +61,7 @@ import math
 
 import numpy as np  # host-side reports: every array is copied back explicitly (_host)
 
-from ._backend import host_float64 as _host  # explicit host copies, never implicit
+from .._lib.backend import host_float64 as _host  # explicit host copies, never implicit
 
 __all__ = ["SCHEMA_VERSION", "CSV_COLUMNS", "GROUPS", "ArrayComparison", "compare_arrays", "report_dict", "csv_text",
            "json_number"]

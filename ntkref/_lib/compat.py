@@ -35,7 +35,7 @@ import functools
 
 import array_api_compat
 
-from ._backend import device_of, to_numpy
+from .backend import device_of, to_numpy
 
 
 def _from_numpy(a, like, xp):

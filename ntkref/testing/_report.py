@@ -2,6 +2,9 @@ r"""Structured results of the ``ntkref.testing`` checkers: examples, per-kind su
 
 Re-exported by :mod:`ntkref.testing` (``Mismatch``, ``KindSummary``, ``CheckReport``, ``REPORT_SCHEMA``,
 ``FAILURE_KINDS``, ``ENTRY_COLUMNS``, ``json_safe``); the CLI may use them for its own structured output.
+Also used by ``ntkref.cli``: :func:`kernel_error` (the one definition of the scaled kernel error) and
+:func:`certified_bound` (ntkref's own error bounds, the verdict's floor).  Reports are written through the one
+atomic writer, :func:`ntkref._lib.files.replace_atomically`.
 
 Failure kinds
 -------------
@@ -58,10 +61,12 @@ import math
 from dataclasses import dataclass, field
 
 import array_api_compat
+import array_api_compat.numpy as npx
 import numpy as np  # host-side test tooling: reports are NumPy/Python values by design
 
-from ._backend import to_numpy
-from ._validation import InvalidParameterError
+from .._lib.backend import is_array, to_numpy
+from .._lib.files import replace_atomically
+from .._lib.validation import InvalidParameterError, check_array, check_int, check_option
 
 __all__ = ["certified_bound", "FAILURE_KINDS", "ENTRY_COLUMNS", "REPORT_SCHEMA", "SCHEMA_VERSION", "Mismatch", "KindSummary",
            "CheckReport", "json_safe", "replay_line", "kernel_error"]
@@ -180,11 +185,6 @@ def kernel_error(candidate_K, reference_K, reference_diag1, reference_diag2=None
 
 
 def _host_checked(x, name, ndim, finite=True):
-    import array_api_compat.numpy as npx
-
-    from ._backend import is_array, to_numpy
-    from ._validation import check_array
-
     if is_array(x):
         x = to_numpy(x)  # an explicit host copy (report tooling works on NumPy)
     return np.asarray(check_array(x, name, caller="kernel_error", ndim=ndim, xp=npx, dtype=npx.float64,
@@ -432,20 +432,29 @@ class CheckReport:
         return out
 
     def to_json(self, path, entries="failing"):
-        """Write :meth:`to_dict` to ``path`` (strict JSON: ``allow_nan=False``)."""
-        with open(path, "w", encoding="utf-8") as fh:
-            json.dump(self.to_dict(entries), fh, indent=1, allow_nan=False)
+        """Write :meth:`to_dict` to ``path`` (strict JSON: ``allow_nan=False``).
+
+        Atomically (:func:`ntkref._lib.files.replace_atomically`): if writing fails half-way, no partial file is
+        left and an existing ``path`` keeps its contents.
+        """
+        data = self.to_dict(entries)
+        replace_atomically(path, lambda fh: json.dump(data, fh, indent=1, allow_nan=False), mode="w",
+                           encoding="utf-8")
 
     def to_csv(self, path):
         """Write the per-entry table (``ENTRY_COLUMNS``, every entry) to ``path`` as CSV.
 
         Numbers are written with ``repr`` (round-trip exact); non-finite values as ``nan``/``inf``/``-inf``.
+        Atomically, as :meth:`to_json`.
         """
-        with open(path, "w", newline="", encoding="utf-8") as fh:
+
+        def write(fh):
             w = csv.writer(fh)
             w.writerow(ENTRY_COLUMNS)
             for r in self.entries:
                 w.writerow([repr(float(v)) if isinstance(v, float) else v for v in r])
+
+        replace_atomically(path, write, mode="w", encoding="utf-8", newline="")
 
 
 def _entry_json(row):
@@ -556,8 +565,6 @@ def certified_bound(family, *, depth, activation="relu", dtype="float64"):
     ``"cntk"``; ``dtype``: the dtype the reference is computed in.  Used by ``ntkref.testing``'s verdicts and
     ``ntkref compare``: each entry's tolerance is max(the user's, this bound).
     """
-    from ._validation import InvalidParameterError, check_int, check_option
-
     family = check_option(family, "family", ("fc", "cntk"), caller="certified_bound")
     depth = check_int(depth, "depth", caller="certified_bound", low=0 if family == "fc" else 1)
     try:

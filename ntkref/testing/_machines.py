@@ -8,18 +8,18 @@ counterexample inside a claimed radius, or a positive radius where g(x₀) = 0).
 """
 from __future__ import annotations
 
-import importlib
 import math
 
 import numpy as np  # host-side test tooling: inputs and reports are NumPy arrays by design
 from hypothesis import strategies as st
 
-from ._testing_engine import check_candidate, check_mode, drive
-from ._testing_kernel import host, mover
-from ._testing_report import Mismatch
-from ._backend import to_numpy
-from ._validation import InvalidParameterError, check_array, check_int, check_option, check_real
-from .testing import _finish, machine_problems
+from .. import certify, dynamics, kernels, losses, machines
+from .._lib.backend import to_numpy
+from .._lib.validation import InvalidParameterError, check_array, check_int, check_option, check_real
+from ._engine import check_candidate, check_mode, drive, finish
+from ._kernel import host, mover
+from ._report import Mismatch
+from ._strategies import machine_problems
 
 __all__ = ["check_fit", "check_dynamics", "check_certificate", "fit_convention_hint"]
 
@@ -27,13 +27,6 @@ DYNAMICS_BOUNDS = {"squared": 1e-13, "hinge": 1e-13, "epsilon_insensitive": 1e-1
                    "squared_hinge": 1e-8}
 """ntkref.dynamics' accuracy in check_dynamics' scaled measure: exact (closed form / event-driven) for squared, hinge
 and ε-insensitive (1e-13), the adaptive integrator's ~10·rtol for logistic and squared hinge (1e-8)."""
-
-
-def _import(module):
-    try:
-        return importlib.import_module(f"ntkref.{module}")
-    except ImportError as exc:  # pragma: no cover - only while the module does not exist
-        raise ImportError(f"this checker needs ntkref.{module}, which could not be imported: {exc}") from exc
 
 
 def _scaled_gap(a, b, floor=1.0):
@@ -67,8 +60,6 @@ def fit_convention_hint(K, y, alpha, loss, lam, *, reduction="sum", tol=1e-8, lo
     of the squared loss — or ``"matches reduction='mean'"``.  Returns ``""`` if none does.
     """
     caller = "fit_convention_hint"
-    machines = _import("machines")
-    losses = _import("losses")
     loss_obj = losses.get(loss, **(loss_options or {})) if isinstance(loss, str) else loss
     lam = check_real(lam, "lam", caller=caller, low=0.0, closed="neither")
     tol = check_real(tol, "tol", caller=caller, low=0.0)
@@ -132,8 +123,6 @@ def check_fit(candidate, *, loss="hinge", lam=0.1, reduction="sum", loss_options
     convention_threshold : float, optional
     """
     check_candidate(candidate, "check_fit")
-    machines = _import("machines")
-    losses = _import("losses")
     loss_obj = losses.get(loss, **(loss_options or {}))
     objective_tol = check_real(objective_tol, "objective_tol", caller="check_fit", low=0.0)
     mode = check_mode(mode, "check_fit")
@@ -198,7 +187,7 @@ def check_fit(candidate, *, loss="hinge", lam=0.1, reduction="sum", loss_options
                    tolerance={"user": {"objective": objective_tol}, "ntkref_bound": None,
                               "bound_source": "the reference solve's relative duality gap, per problem"},
                    hint=hint)
-    return _finish(report, raise_on_failure)
+    return finish(report, raise_on_failure)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -244,8 +233,6 @@ def check_dynamics(candidate, *, loss="squared", lam=0.1, kind="flow", times=(0.
     max_examples, backend, seed, shrink, raise_on_failure, mode, convention_threshold : as in :func:`check_fit`.
     """
     check_candidate(candidate, "check_dynamics")
-    dynamics = _import("dynamics")
-    losses = _import("losses")
     kind = check_option(kind, "kind", ("flow", "descent"), caller="check_dynamics")
     # checked for either kind (a flow check ignores them, but a NaN step size is never meant)
     lr = check_real(lr, "lr", caller="check_dynamics", low=0.0, closed="neither")
@@ -311,8 +298,8 @@ def check_dynamics(candidate, *, loss="squared", lam=0.1, kind="flow", times=(0.
     report = drive("check_dynamics", strategy=problems, evaluate=evaluate, battery_cases=[], order=("K", "y"),
                    mode=mode, max_examples=max_examples, seed=seed, shrink=shrink, description=desc,
                    tolerance={"user": {"outputs": tol}, "ntkref_bound": bound,
-                              "bound_source": "ntkref._testing_machines.DYNAMICS_BOUNDS (ntkref.dynamics' accuracy)"})
-    return _finish(report, raise_on_failure)
+                              "bound_source": "ntkref.testing._machines.DYNAMICS_BOUNDS (ntkref.dynamics' accuracy)"})
+    return finish(report, raise_on_failure)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -321,10 +308,8 @@ def check_dynamics(candidate, *, loss="squared", lam=0.1, kind="flow", times=(0.
 def _ntk_outputs(alpha, x_train, points):
     """g(points) = Θ(points, x_train) α of the two-layer NTK machine, computed on the default namespace and device
     (NTKREF_BACKEND/NTKREF_DEVICE) from host inputs; returned on the host."""
-    from .kernels import two_layer_relu_ntk
-
     put = mover(None)
-    g = two_layer_relu_ntk(put(host(points)), put(host(x_train))) @ put(host(alpha))
+    g = kernels.two_layer_relu_ntk(put(host(points)), put(host(x_train))) @ put(host(alpha))
     return host(g)
 
 
@@ -386,7 +371,6 @@ def check_certificate(candidate, *, norm="linf", n_attack=64, compare_reference=
     check_option(norm, "norm", ("linf",), caller="check_certificate")
     n_attack = check_int(n_attack, "n_attack", caller="check_certificate", low=1)
     mode = check_mode(mode, "check_certificate")
-    certify = _import("certify") if compare_reference else None
     if problems is None:
         problems = _certificate_problems()
 
@@ -455,7 +439,7 @@ def check_certificate(candidate, *, norm="linf", n_attack=64, compare_reference=
                    order=("alpha", "x_train", "x_test"), mode=mode, max_examples=max_examples, seed=seed,
                    shrink=shrink, description=desc,
                    tolerance={"user": {}, "ntkref_bound": None, "bound_source": "soundness: no tolerance"})
-    return _finish(report, raise_on_failure)
+    return finish(report, raise_on_failure)
 
 
 def _certificate_problems():

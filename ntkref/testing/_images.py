@@ -23,11 +23,11 @@ import math
 import numpy as np  # host-side test tooling: inputs and reports are NumPy arrays by design
 from hypothesis import strategies as st
 
-from ._testing_engine import check_dtype, check_mode, drive
-from ._testing_report import CNTK_BOUND, cntk_bound
-from ._testing_kernel import KernelComparison, host, mover
-from ._validation import InvalidParameterError, check_int, check_option, check_real
-from .testing import _battery_flag, _convention_threshold, _finish, _int_range
+from .. import kernels
+from .._lib.validation import InvalidParameterError, check_int, check_option, check_real
+from ._engine import battery_flag, check_convention_threshold, check_dtype, check_mode, drive, finish, int_range
+from ._kernel import KernelComparison, host, mover
+from ._report import CNTK_BOUND, cntk_bound
 
 __all__ = ["IMAGE_KINDS", "CNTK_BOUND", "images", "image_inputs", "hard_images", "check_cntk"]
 
@@ -142,10 +142,10 @@ def images(n=(1, 3), channels=(1, 3), height=(1, 4), width=(1, 4), *, kinds=IMAG
     -------
     hypothesis strategy of numpy.ndarray, shape (n, C, H, W) or (n, H, W, C)
     """
-    n_r = _int_range(n, "n", 1)
-    c_r = _int_range(channels, "channels", 1)
-    h_r = _int_range(height, "height", 1)
-    w_r = _int_range(width, "width", 1)
+    n_r = int_range(n, "n", 1)
+    c_r = int_range(channels, "channels", 1)
+    h_r = int_range(height, "height", 1)
+    w_r = int_range(width, "width", 1)
     kinds, scale_range, layout, dtype = _image_args(kinds, scale_range, layout, dtype, "images")
 
     @st.composite
@@ -164,11 +164,11 @@ def image_inputs(n1=(1, 3), n2=(1, 3), channels=(1, 3), height=(1, 4), width=(1,
     The images of x1 and x2 are drawn together (see :func:`images`), so an image of x2 can be −x, a scaled
     copy or a zero-patched copy of an image of x1.  ``symmetric``: as in :func:`ntkref.testing.kernel_inputs`.
     """
-    r1 = _int_range(n1, "n1", 1)
-    r2 = _int_range(n2, "n2", 1)
-    c_r = _int_range(channels, "channels", 1)
-    h_r = _int_range(height, "height", 1)
-    w_r = _int_range(width, "width", 1)
+    r1 = int_range(n1, "n1", 1)
+    r2 = int_range(n2, "n2", 1)
+    c_r = int_range(channels, "channels", 1)
+    h_r = int_range(height, "height", 1)
+    w_r = int_range(width, "width", 1)
     kinds, scale_range, layout, dtype = _image_args(kinds, scale_range, layout, dtype, "image_inputs")
 
     @st.composite
@@ -230,8 +230,6 @@ def _scaled_bound(b, d1, d2):
 
 def cntk_reference(which, params, backend, depth, dtype="float64"):
     """reference(x1, x2) -> (K, diag1, diag2, bound) from ``kernels.cntk`` on NCHW host arrays."""
-    from . import kernels
-
     bound, _ = cntk_bound(depth, dtype)
 
     def ntkref_cntk(a1, a2):
@@ -305,8 +303,6 @@ def check_cntk(
     -------
     CheckReport
     """
-    from . import kernels
-
     caller = "check_cntk"
     which = check_option(which, "which", ("ntk", "nngp"), caller=caller)
     layout = check_option(layout, "layout", ("NCHW", "NHWC"), caller=caller)
@@ -315,8 +311,8 @@ def check_cntk(
     atol = check_real(atol, "atol", caller=caller, low=0.0)
     dtype = check_dtype(dtype, caller)
     mode = check_mode(mode, caller)
-    threshold = _convention_threshold(convention_threshold, dtype, caller)
-    use_battery = _battery_flag(battery, inputs, caller)
+    threshold = check_convention_threshold(convention_threshold, dtype, caller)
+    use_battery = battery_flag(battery, inputs, caller)
     if not callable(candidate):
         raise InvalidParameterError(f"The 'candidate' parameter of {caller} must be callable. Got {candidate!r}.")
     params = dict(depth=depth, readout=readout, filter_size=filter_size, W_std=W_std, b_std=b_std,
@@ -352,4 +348,4 @@ def check_cntk(
         reduce=comparison.reduce, hint=comparison.hint,
         record_entries=(mode == "measure") if record_entries is None else bool(record_entries),
     )
-    return _finish(report, raise_on_failure)
+    return finish(report, raise_on_failure)

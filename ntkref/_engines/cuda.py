@@ -1,4 +1,9 @@
-r"""CUDA kernels for CuPy arrays: the seam beside :mod:`._compat` where GPU-specific code lives.
+r"""The CUDA engine: fused kernels for CuPy arrays, where GPU-specific code lives.
+
+Registered with the seam (:mod:`ntkref._lib.dispatch`) the first time a CuPy array reaches one of its
+points: ``fc_relu_fused`` (called by :func:`ntkref.kernels.fc` after validation, with the prepared norms
+and unit rows) and ``free_memory`` (the memory guard's device reading).  Its tested reference is the
+array-API path (``kernels.fc(..., engine="array_api")``).
 
 One object so far: the FC ReLU kernel without biases
 (:func:`ntkref.kernels.fc` with ``activation="relu"`` and every ``b_std`` zero, any depth and ``W_std``),
@@ -7,7 +12,7 @@ written as one fused elementwise pass over the Gram matrix.
 Why it is fused.  Per entry the recursion depends only on the input correlation ρ = x̂·x̂′ and the two
 row norms (positive homogeneity: Θ(x, x′) = ‖x‖‖x′‖·Θ(x̂, x̂′)), so all layers run in registers: one matrix
 product (cuBLAS) writes ρ into the output buffer, and one kernel reads it and writes the result in place.
-The array-API path (:func:`ntkref.kernels._fc._relu_unbiased_block`) makes ~15 passes a layer over
+The array-API path (``ntkref.kernels._fc._relu_unbiased_block``) makes ~15 passes a layer over
 row blocks (4096 rows on CuPy), each pass a round trip through device memory; here there is one.
 
 Same arithmetic as the array-API path.  The kernel carries ρ, 1 − ρ and 1 + ρ and evaluates, per
@@ -39,8 +44,9 @@ from __future__ import annotations
 import functools
 import math
 
-import array_api_compat
 import numpy
+
+from ..kernels._fc import check_finite_kernel
 
 _PARALLEL_THRESHOLD = 0.95
 
@@ -184,8 +190,19 @@ def _mirror(mirrors, g, n):
     mirrors[str(g.dtype)]((tiles, tiles), (32, 8), (g, numpy.int64(n)))
 
 
-def is_cupy(xp) -> bool:
-    return array_api_compat.is_cupy_namespace(xp)
+#: seam -> what this engine does there (the README's backend table is made from this)
+SEAMS = {
+    "fc_relu_fused": "ReLU without biases: one fused CUDA kernel over the Gram (`engine=\"array_api\"` forces the reference path)",
+    "free_memory": "free device memory (CuPy's pool included)",
+}
+
+
+def register():
+    """Fill the seams this engine serves (called once by :func:`ntkref._lib.dispatch.load`)."""
+    from .._lib import dispatch
+
+    dispatch.fc_relu_fused.register("cupy", fc_relu_unbiased)
+    dispatch.free_memory.register("cupy", free_memory)
 
 
 def _free_bytes():
@@ -194,6 +211,13 @@ def _free_bytes():
     free, _ = cupy.cuda.runtime.memGetInfo()
     pool = cupy.get_default_memory_pool()
     return free + (pool.total_bytes() - pool.used_bytes())
+
+
+def free_memory(like):
+    """Bytes free on ``like``'s device: free device memory plus the blocks CuPy's pool holds but does not
+    use (freed arrays are cached)."""
+    with like.device:
+        return int(_free_bytes())
 
 
 def fc_relu_unbiased(x1n, u1, x2n, u2, d, Ws, want_nngp, want_ntk, symmetric, xp, block_rows=None):
@@ -275,8 +299,6 @@ def _fc_relu_unbiased(cupy, x1n, u1, x2n, u2, d, Ws, want_nngp, want_ntk, symmet
     # scanned, and a non-finite entry refused like the array-API path does.
     bound = float(cupy.max(x1n)) * float(cupy.max(x2n)) * q * (depth + 1) if n1 * n2 else 0.0
     if not bound <= float(cupy.finfo(dtype).max):
-        from .kernels._fc import check_finite_kernel
-
         for value in (nngp, ntk):
             check_finite_kernel(value, "fc", cupy)
     return nngp, ntk

@@ -1,6 +1,6 @@
-r"""Dask arrays: kernels, kernel machines and certificates as graphs of one task per block.
+r"""Dask arrays: kernels, predictions and certificates as graphs of one task per block.
 
-The seam between ntkref and Dask.  Every function here takes Dask arrays (NumPy- or CuPy-backed chunks) and
+The graphs of the Dask engine.  Every function here takes Dask arrays (NumPy- or CuPy-backed chunks) and
 returns Dask arrays *without computing anything*: the graph has one task per (row chunk, column chunk) block
 that calls the array-API code of ntkref on the block's chunks, so the same code runs on the threaded
 scheduler, on a ``dask.distributed`` ``LocalCluster`` or on a multi-node cluster (whatever client is active
@@ -14,17 +14,14 @@ when ``.compute()`` is called).
 - :func:`symmetric_matvec`, :func:`diagonal`, :func:`columns` — the block operations of a symmetric Gram
   used by :mod:`ntkref.krr` (conjugate gradients): one graph per product, reading only the blocks on and
   above the diagonal, the vector kept on the client.
-- :func:`solve` — ``machines.solve`` for a Dask Gram (:mod:`ntkref._dask_machines`): the squared loss by
-  :func:`ntkref.krr.solve_cg`, the SVM losses by exact solves on chunked working sets of gathered columns,
-  logistic by Newton-CG (block mat-vecs only).
 - :func:`predict`, :func:`certified_radius` — ``machines.predict`` and ``certify.certified_radius`` mapped
   over the test chunks.
-- :func:`store_gram`, :func:`open_gram` — write a Gram block by block to Zarr (``.zarr``) or to a
-  memory-mapped ``.npy`` and read it back lazily (out of core).
+
+(The kernel machines on a Dask Gram are in :mod:`._machines`, the out-of-core stores in :mod:`._store`.)
 
 Validation.  Parameters are checked when the graph is built (by running the NumPy code on one zero row, which
 touches no data); checks that need the data (finite rows, representable scale, finite output) run inside the
-tasks and raise the same :class:`~ntkref._validation.InvalidParameterError` at ``.compute()``.  Inputs with
+tasks and raise the same :class:`~ntkref._lib.validation.InvalidParameterError` at ``.compute()``.  Inputs with
 unknown chunk sizes (NaN, e.g. after boolean indexing) are refused: call ``x.compute_chunk_sizes()`` first.
 """
 from __future__ import annotations
@@ -34,8 +31,14 @@ import operator
 
 import array_api_compat
 
-from ._backend import host_float64, to_numpy
-from ._validation import InvalidParameterError
+from ..._lib.backend import host_float64, to_numpy
+from ..._lib.compat import single_threaded_blas
+from ..._lib.validation import InvalidParameterError
+from ...certify import certified_radius as _radius
+from ...kernels import Kernel
+from ...kernels import cntk as _cntk
+from ...kernels import fc as _fc
+from ...machines import predict as _predict
 
 __all__ = [
     "is_dask",
@@ -46,11 +49,8 @@ __all__ = [
     "symmetric_matvec",
     "diagonal",
     "columns",
-    "solve",
     "predict",
     "certified_radius",
-    "store_gram",
-    "open_gram",
 ]
 
 _counter = itertools.count()
@@ -182,9 +182,6 @@ def _zero_row(x):
 
 
 def _fc_block(kwargs, a, b):
-    from ._compat import single_threaded_blas
-    from .kernels._fc import fc as _fc
-
     # the scheduler runs blocks in parallel: BLAS threads inside each would oversubscribe the cores
     # (measured 4× slower on 2 cores with the threaded scheduler)
     with single_threaded_blas(array_api_compat.array_namespace(a)):
@@ -193,7 +190,6 @@ def _fc_block(kwargs, a, b):
 
 
 def _cntk_block(kwargs, a, b):
-    from .kernels._cntk import cntk as _cntk
 
     k = _cntk(a, b, **kwargs)
     return (k.nngp, k.ntk)
@@ -223,8 +219,6 @@ def fc(x1, x2=None, **kwargs):
 
     import numpy as np
 
-    from .kernels._fc import Kernel
-    from .kernels._fc import fc as _fc
 
     da = _da()
     x1 = x1 if is_dask(x1) else da.asarray(x1)
@@ -248,8 +242,6 @@ def cntk(x1, x2=None, **kwargs):
 
     import numpy as np
 
-    from .kernels._cntk import cntk as _cntk
-    from .kernels._fc import Kernel
 
     da = _da()
     x1 = x1 if is_dask(x1) else da.asarray(x1)
@@ -304,7 +296,6 @@ def _block_mv(block, vj, vi, diag, rows=2048):
 
     A diagonal block (``diag``) contributes only through its upper triangle, mirrored: (triu K + triu₁ Kᵀ) v.
     """
-    from ._compat import single_threaded_blas
 
     with single_threaded_blas(array_api_compat.numpy):
         return _block_mv_host(to_numpy(block), vj, vi, diag, rows)
@@ -391,23 +382,7 @@ def columns(K, idx):
 # --------------------------------------------------------------------------------- kernel machines
 
 
-def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_psd=True, **options):
-    """``machines.solve`` for a square Dask Gram, every loss of seed 000 eq. (7): :func:`ntkref._dask_machines.solve`.
-
-    The squared loss (KRR) by preconditioned conjugate gradients (:func:`ntkref.krr.solve_cg`, ``**options``:
-    its ``preconditioner``, ``rank``, ``seed``); hinge, squared hinge and ε-insensitive by exact active-set solves
-    on chunked working sets of gathered columns (``options``: ``chunk``); logistic by Newton-CG with block
-    mat-vecs only.  K is validated in one pass over its blocks (finite, symmetric); ``check_psd`` (default True)
-    runs the one-sided Lanczos PSD test (40 products), "cholesky" is refused on Dask.
-    """
-    from . import _dask_machines
-
-    return _dask_machines.solve(K, y, loss, lam, reduction=reduction, tol=tol, max_iter=max_iter,
-                                check_psd=check_psd, **options)
-
-
 def _predict_block(block, alpha):
-    from .machines import predict as _predict
 
     return _predict(alpha[0], block)[:, None]
 
@@ -434,7 +409,6 @@ def predict(alpha, K_test_train):
 
 
 def _certify_block(kwargs, alpha, x_train, x_test, y=None):
-    from .certify import certified_radius as _radius
 
     return _radius(alpha, x_train, x_test, y=y, **kwargs)
 
@@ -479,161 +453,3 @@ def certified_radius(alpha, x_train, x_test, *, y=None, **kwargs):
     dtype = np.float32 if (x_test.dtype == np.float32 and x_train.dtype == np.float32) else np.float64
     meta = array_api_compat.array_namespace(x_test._meta).zeros((0,), dtype=dtype)
     return da.Array(graph, name, chunks=(x_test.chunks[0],), dtype=dtype, meta=meta)
-
-
-# -------------------------------------------------------------------------------------- out of core
-
-
-class _NpyWriter:
-    """A picklable ``__setitem__`` target for ``da.store``: opens the ``.npy`` memory map in each task."""
-
-    def __init__(self, path):
-        self.path = str(path)
-
-    def __setitem__(self, index, value):
-        import numpy as np
-
-        mm = np.load(self.path, mmap_mode="r+")
-        mm[index] = to_numpy(value)
-        mm.flush()
-        del mm
-
-
-def _finite_block(block, block_id=None):
-    """A block of the Gram to be stored, refused if it holds NaN or inf (checked in the task, on its device)."""
-    xp = array_api_compat.array_namespace(block)
-    if xp.isdtype(block.dtype, "real floating") and not bool(xp.all(xp.isfinite(block))):
-        raise InvalidParameterError(f"The 'K' parameter of store_gram must be finite; block {block_id} holds NaN "
-                                    "or inf.")
-    return block
-
-
-def _remove(path, settle=0.2, patience=5.0):
-    """Remove a partly written store.  Tasks of other blocks that were already running when one block failed
-    (threads, distributed workers) may still write theirs and recreate files: removed again until the path has
-    stayed absent for ``settle`` seconds (at most ``patience`` seconds)."""
-    import os
-    import shutil
-    import time
-
-    end, absent_since = time.monotonic() + patience, None
-    while time.monotonic() < end:
-        if os.path.lexists(path):
-            if os.path.isdir(path):
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                try:
-                    os.remove(path)
-                except FileNotFoundError:
-                    pass
-            absent_since = None
-        elif absent_since is None:
-            absent_since = time.monotonic()
-        elif time.monotonic() - absent_since >= settle:
-            return
-        time.sleep(0.02)
-
-
-def store_gram(K, path, *, compute=True, compress=False):
-    """Write a Dask Gram block by block: to a Zarr store (``path`` ends in ``.zarr``) or a ``.npy`` file.
-
-    Each task writes its own block (no lock: the blocks are disjoint), so the whole Gram is never in one
-    process.  ``.npy``: the file is created first (``numpy.lib.format.open_memmap``) and every block is
-    written through a memory map (workers on one machine, or a shared file system).  Returns
-    :func:`open_gram` of the result (lazy), or the store's delayed object if ``compute=False``.
-    ``compress``: Zarr's default compressor (a float Gram compresses little, and every CG product would
-    decompress it); default off.
-
-    ``K`` must hold real numbers (a float, integer or boolean dtype); each task checks that its block is finite
-    before writing it, and a NaN or inf raises :class:`~ntkref._validation.InvalidParameterError` (with
-    ``compute=True`` the partly written file or store is then removed, unless it existed before, once the
-    blocks already being written elsewhere have finished).
-    """
-    import os
-
-    import numpy as np
-
-    da = _da()
-    path = str(path)
-    if not is_dask(K) or K.ndim != 2:
-        raise InvalidParameterError("The 'K' parameter of store_gram must be a 2-D Dask array.")
-    if np.dtype(K.dtype).kind not in "biuf":
-        raise InvalidParameterError(f"The 'K' parameter of store_gram must hold real numbers; got dtype {K.dtype}.")
-    if not (path.endswith(".zarr") or path.endswith(".npy")):
-        raise InvalidParameterError(f"The 'path' parameter of store_gram must end in '.zarr' or '.npy'. Got {path!r}.")
-    K = K.map_blocks(_finite_block, dtype=K.dtype, meta=K._meta)
-    existed = os.path.exists(path)
-    try:
-        if path.endswith(".zarr"):
-            extra = {} if compress else {"compressors": None}
-            out = da.to_zarr(K, path, overwrite=True, compute=compute, **extra)
-        else:
-            np.lib.format.open_memmap(path, mode="w+", dtype=np.dtype(K.dtype), shape=K.shape).flush()
-            out = da.store(K, _NpyWriter(path), lock=False, compute=compute)
-    except InvalidParameterError:
-        if compute and not existed:
-            _remove(path)
-        raise
-    return open_gram(path, chunks=K.chunks) if compute else out
-
-
-def _npy_block(path, i0, i1, j0, j1):
-    import numpy as np
-
-    mm = np.load(path, mmap_mode="r")
-    return np.array(mm[i0:i1, j0:j1])
-
-
-def _gram_chunks(chunks, shape, dtype):
-    """``open_gram``'s ``chunks`` (None, an int >= 1, or ((rows...), (cols...))) as Dask's normalised chunks."""
-    import numbers
-
-    from dask.array.core import normalize_chunks
-
-    if isinstance(chunks, bool) or not (isinstance(chunks, (numbers.Integral, tuple, list))):
-        raise InvalidParameterError(f"The 'chunks' parameter of open_gram must be an int >= 1 or ((rows...), "
-                                    f"(cols...)). Got {chunks!r}.")
-    if isinstance(chunks, numbers.Integral):
-        chunks = (int(chunks), int(chunks))
-    try:
-        sizes = [c if isinstance(c, numbers.Integral) else tuple(c) for c in chunks]
-        # a block size per axis is >= 1; explicit block lists may hold 0 (an empty Gram's axis is one 0 block)
-        if len(sizes) != 2 or any(isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < low
-                                  for c in sizes for v, low in (((c, 1),) if isinstance(c, numbers.Integral)
-                                                                else ((v, 0) for v in c))):
-            raise ValueError("block sizes must be ints >= 1")
-        return normalize_chunks(tuple(sizes), shape=shape, dtype=dtype)
-    except (ValueError, TypeError) as exc:
-        raise InvalidParameterError(f"The 'chunks' parameter of open_gram must be an int >= 1 or ((rows...), "
-                                    f"(cols...)) summing to the Gram's shape {shape}. Got {chunks!r} ({exc}).") from None
-
-
-def open_gram(path, *, chunks=None):
-    """A Gram written by :func:`store_gram` as a lazy Dask array (each task reads its block from disk).
-
-    ``chunks``: ((rows...), (cols...)) or an int >= 1; default the Zarr chunks, or 4096 for ``.npy``.
-    """
-    import numpy as np
-    from dask.highlevelgraph import HighLevelGraph
-
-    da = _da()
-    path = str(path)
-    if path.endswith(".zarr"):
-        if chunks is None:
-            return da.from_zarr(path)
-        import zarr
-
-        z = zarr.open_array(path, mode="r")
-        return da.from_zarr(z, chunks=_gram_chunks(chunks, z.shape, z.dtype))
-    if not path.endswith(".npy"):
-        raise InvalidParameterError(f"The 'path' parameter of open_gram must end in '.zarr' or '.npy'. Got {path!r}.")
-    mm = np.load(path, mmap_mode="r")
-    shape, dtype = mm.shape, mm.dtype
-    del mm
-    chunks = _gram_chunks(4096 if chunks is None else chunks, shape, dtype)
-    r, c = _offsets(chunks[0]), _offsets(chunks[1])
-    name = _name("open-gram", path)
-    dsk = {(name, i, j): (_npy_block, path, r[i], r[i + 1], c[j], c[j + 1])
-           for i in range(len(chunks[0])) for j in range(len(chunks[1]))}
-    return da.Array(HighLevelGraph.from_collections(name, dsk, dependencies=[]), name, chunks=chunks, dtype=dtype,
-                    meta=np.empty((0, 0), dtype=dtype))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import numbers
 
-from ._backend import default_device, default_namespace, device_of, is_array, namespace
+from .backend import default_device, default_namespace, device_of, is_array, namespace
 
 
 class InvalidParameterError(ValueError, TypeError):
@@ -204,23 +204,3 @@ def check_labels(y, name="y", *, caller=None, xp=None, like=None):
             f"The {name!r} parameter{' of ' + caller if caller else ''} must contain only -1 and +1 labels."
         )
     return y
-
-
-def check_memory(n_elements, what, caller, like, *, itemsize=None, ways_out=None):
-    """Refuse a Gram-sized temporary (``n_elements`` entries, e.g. n1·n2) that would not fit.
-
-    The estimate (entries × itemsize of ``like``'s dtype) is compared with the memory available where
-    ``like`` lives by ``ntkref.kernels._fc.check_memory`` (the kernels' guard, same message style): an
-    :class:`InvalidParameterError` giving the size, the parameters (``what``) and the ways out, instead
-    of NumPy's allocation failure or the process being killed.
-    """
-    from .kernels import _fc
-
-    xp = namespace(like)
-    if itemsize is None:
-        itemsize = 4 if like.dtype == xp.float32 else 8
-    needed = int(n_elements) * int(itemsize)
-    if needed < (1 << 24):  # < 16 MiB: never worth a look-up
-        return
-    _fc.check_memory(needed, what, caller, xp, like,
-                     ways_out or "use float32 inputs or fewer rows per call (split the inputs into blocks)")

@@ -13,16 +13,22 @@ the example), ``score`` the example's worst error/tolerance ratio (hypothesis' `
 
 Both modes reduce the reported examples with the checker's ``reduce`` (kernels: the one or two rows involved) and
 attach an ``@example(...)`` replay line and the checker's hint.
+
+Also here, shared by every checker and strategy module of :mod:`ntkref.testing`: :class:`OracleMismatch` and
+:func:`finish` (raise or return the report), the argument checks :func:`check_dtype`, :func:`check_mode`,
+:func:`check_candidate`, :func:`int_range` (size ranges of the strategies), :func:`battery_flag` and
+:func:`check_convention_threshold` (kernel and CNTK checkers).
 """
 from __future__ import annotations
 
 import math
 
 import hypothesis
+import numpy as np
 from hypothesis import HealthCheck, Phase, Verbosity
 
-from ._testing_report import FAILURE_KINDS, CheckReport, KindSummary, replay_line
-from ._validation import InvalidParameterError, check_int
+from .._lib.validation import InvalidParameterError, check_int, check_real
+from ._report import FAILURE_KINDS, CheckReport, KindSummary, replay_line
 
 MODES = ("assert", "measure")
 
@@ -140,8 +146,6 @@ def _stop_at(kind, evaluate):
 
 def check_dtype(dtype, caller):
     """'float64' or 'float32' (a dtype or its name); anything else is an error naming 'dtype'."""
-    import numpy as np
-
     try:
         name = str(np.dtype(dtype))
     except (TypeError, ValueError):
@@ -260,3 +264,46 @@ def drive(check, *, strategy, evaluate, battery_cases, order, mode, max_examples
                        mode=mode, seed=seed, failures=rec.failures, n_entries=rec.n_entries,
                        n_non_finite=rec.n_non_finite, non_finite=rec.non_finite, n_examples_by_source=rec.by_source,
                        tolerance=tolerance, tolerance_counts=rec.tol_counts, entries=rec.entries)
+
+
+class OracleMismatch(AssertionError):
+    """A candidate disagrees with ntkref beyond the stated tolerance (``.report`` has the details)."""
+
+    def __init__(self, report):
+        super().__init__(str(report))
+        self.report = report
+
+
+def finish(report, raise_on_failure):
+    """``report``, or :class:`OracleMismatch` raised with it when it failed and ``raise_on_failure``."""
+    if not report.passed and raise_on_failure:
+        raise OracleMismatch(report)
+    return report
+
+
+def int_range(value, name, low):
+    """``(lo, hi)`` from an int or a ``(min, max)`` pair (each ≥ ``low``), for the strategies' size arguments."""
+    if isinstance(value, (tuple, list)):
+        lo, hi = (check_int(v, name, caller="ntkref.testing", low=low) for v in value)
+        if hi < lo:
+            raise InvalidParameterError(f"The {name!r} range must have min <= max. Got {value!r} instead.")
+        return lo, hi
+    v = check_int(value, name, caller="ntkref.testing", low=low)
+    return v, v
+
+
+def check_convention_threshold(value, dtype, caller):
+    """The kernel checkers' ``convention_threshold`` (default 1e-4 in float64, 1e-2 in float32)."""
+    if value is None:
+        return 1e-4 if dtype == "float64" else 1e-2
+    return check_real(value, "convention_threshold", caller=caller, low=0.0, allow_inf=True)
+
+
+def battery_flag(battery, inputs, caller):
+    """Whether the fixed battery runs: ``battery=None`` means only with the default strategy (no ``inputs``)."""
+    if battery is None:
+        return inputs is None
+    if not isinstance(battery, bool):
+        raise InvalidParameterError(f"The 'battery' parameter of {caller} must be True, False or None. "
+                                    f"Got {battery!r} instead.")
+    return battery

@@ -1,0 +1,162 @@
+r"""Oracle tooling: hypothesis strategies for hard inputs and ``check_*`` helpers.
+
+Users compare their own NTK / CNTK / kernel-machine / dynamics / certificate code with
+ntkref.  This module makes that a one-line test in *their* pytest
+suite::
+
+    # test_my_ntk.py (your project)
+    import numpy as np
+    from ntkref.testing import check_kernel
+
+    def my_ntk(x1, x2=None):          # any callable: NumPy arrays in, array-like out
+        ...
+
+    def test_my_ntk_matches_ntkref():
+        # depth = number of hidden layers, neural-tangents' convention (docs/conventions.md, 'FC kernels')
+        check_kernel(my_ntk, depth=2, activation="relu", W_std=1.0, b_std=0.0,
+                     which="ntk", diag_tol=1e-12, offdiag_tol=1e-12)
+
+(or, with the pytest plugin :mod:`ntkref.pytest_plugin`, ``def test_my_ntk(ntkref_oracle):
+ntkref_oracle.check_kernel(my_ntk, depth=2)``).  Call the ``check_*`` helpers from a plain test function (not
+from inside another ``@given`` test: hypothesis does not nest).
+
+Two modes
+---------
+``mode="assert"`` (default): stop at the first failing input, shrink it (hypothesis), reduce it to the one
+or two rows involved and raise :class:`OracleMismatch` (an ``AssertionError``) whose message shows that
+minimal example, both values, the location ``(i, j)`` and the measured error; the report is ``exc.report``.
+Its ``max_error`` covers the inputs tried until then.
+
+``mode="measure"``: run the whole example budget (every hypothesis example, then the battery), record
+every value, and report per failure kind (``"non_finite"`` overflow/NaN, ``"precision"``,
+``"convention"``, ``"exception"``, ``"shape"``; ``"soundness"`` for certificates) the number of examples
+and values, the worst example and a shrunk minimal example with an ``@example(...)`` replay line (and the
+seed, which repeats the whole run).  ``max_error`` is then the largest finite error over the budget;
+non-finite candidate values are counted (``n_non_finite``) and listed (``non_finite``) separately.  With
+``raise_on_failure`` (default) a failing measure run also raises, after the budget.
+
+Reports are structured: :class:`CheckReport` has ``to_dict()`` (JSON-ready, numbers as numbers, schema
+:data:`REPORT_SCHEMA`, documented in :mod:`ntkref.testing._report`), ``to_json(path)`` and, for kernel
+checks, the per-entry table ``entry_table()`` / ``to_csv(path)`` (row, col, candidate, reference, absolute
+and scaled error, the tolerance used and where it came from, the entry's kind) — pass
+``record_entries=True`` (default in measure mode).
+
+Error measure for kernels
+-------------------------
+For an entry (i, j) with reference value R = K_ref(xᵢ, x′ⱼ),
+
+.. math::  e_{ij} = \frac{|K_{ij} - R_{ij}|}{\sqrt{K_{\rm ref}(x_i, x_i)\,K_{\rm ref}(x'_j, x'_j)}} ,
+
+the error relative to the Cauchy–Schwarz bound |R| ≤ √(K(x,x)K(x′,x′)) (for a
+PSD kernel), which is the scale a kernel entry can be known to.  It is scale
+free (rows of norm 1e-150 and 1e150 alike) and meaningful where R itself is 0
+(orthogonal rows, Θ(x, 0) = 0).  Entries fail where
+|K − R| > τ·√(…) + ``atol`` with τ = max(user tolerance, ntkref's certified bound for that entry) — the
+user tolerance being ``diag_tol`` on the diagonal of a symmetric call (x2 = None, i = j) and
+``offdiag_tol`` elsewhere — and the report says which of the two applied, per entry and in total
+(``tolerance_counts``).  ntkref's bound for FC kernels (ReLU, erf) is 1e-13: tests/test_kernels.py checks
+every entry against 50-digit mpmath at input norms from 1e-300 to ~1e150 (see :mod:`ntkref.testing._kernel`
+for the tests and the depth rule); for the CNTK see :func:`check_cntk`.  A non-finite candidate value
+always fails.  Tolerances down to ~1e-12 are meaningful in float64; float32 candidates need ~1e-5 (their
+inputs are cast to float32 first and the reference is computed, in float64, on the cast values).
+
+Known results (``validation/nt_oracle_check.py``): neural-tangents 0.6.5 in
+float64 fails ``diag_tol=1e-11`` with a ~1e-8 error on the NTK diagonal (its
+angle arctan2(√(q₁q₂ − k²), k) loses half the digits at θ = 0), while its
+off-diagonal entries on generic inputs pass at ``offdiag_tol=1e-11``.
+
+Inputs: ``inputs=`` and ``battery=``
+------------------------------------
+``inputs`` is the hypothesis strategy searched (default :func:`kernel_inputs`, every hard row kind).
+``battery`` adds the fixed cases of :func:`hard_inputs` (images: :func:`hard_images`) *after* the search.
+The default ``battery=None`` means "the battery runs only with the default strategy": a user's ``inputs=``
+is searched alone (the battery's rows, d = 4, are not what a fixed-size or special-purpose candidate
+accepts).  ``battery=True`` with ``inputs=`` runs both, the user's strategy first, and the report counts
+each (``n_examples_by_source``) and names the source of each failure.  A user ``reference=`` is never
+probed with made-up inputs: it is called only on the inputs searched (and the battery, if asked for).
+
+Strategies
+----------
+:func:`rows`, :func:`kernel_inputs`, :func:`generic_kernel_inputs`, :func:`ill_conditioned_kernels`,
+:func:`labels`, :func:`machine_problems`, :func:`learning_rates`, :func:`widths`, :func:`images`,
+:func:`image_inputs` — hypothesis strategies returning NumPy arrays (convert them to
+your namespace yourself), bounded in size, reproducible under hypothesis'
+seeding.  :func:`hard_inputs` and :func:`hard_images` are fixed (non-hypothesis) batteries.
+
+This module needs ``hypothesis`` (``pip install ntkref[test]``); the rest of
+ntkref does not.
+"""
+from __future__ import annotations
+
+try:
+    import hypothesis  # noqa: F401 - the checkers and strategies below need it; say so clearly if missing
+except ImportError as exc:  # pragma: no cover - exercised only without the test extra
+    raise ImportError(
+        "ntkref.testing needs the 'hypothesis' package: pip install hypothesis (or ntkref[test])."
+    ) from exc
+
+from ._engine import MODES, OracleMismatch
+from ._images import IMAGE_KINDS, check_cntk, hard_images, image_inputs, images
+from ._kernel import check_kernel
+from ._machines import check_certificate, check_dynamics, check_fit, fit_convention_hint
+from ._report import (
+    ENTRY_COLUMNS,
+    FAILURE_KINDS,
+    REPORT_SCHEMA,
+    CheckReport,
+    KindSummary,
+    Mismatch,
+    certified_bound,
+    json_safe,
+    kernel_error,
+)
+from ._strategies import (
+    ROW_KINDS,
+    generic_kernel_inputs,
+    hard_inputs,
+    ill_conditioned_kernels,
+    kernel_inputs,
+    labels,
+    learning_rates,
+    machine_problems,
+    rows,
+    widths,
+)
+
+__all__ = [
+    "ROW_KINDS",
+    "IMAGE_KINDS",
+    "MODES",
+    "FAILURE_KINDS",
+    "ENTRY_COLUMNS",
+    "REPORT_SCHEMA",
+    "OracleMismatch",
+    "CheckReport",
+    "KindSummary",
+    "Mismatch",
+    "certified_bound",
+    "json_safe",
+    "rows",
+    "kernel_inputs",
+    "generic_kernel_inputs",
+    "ill_conditioned_kernels",
+    "labels",
+    "machine_problems",
+    "learning_rates",
+    "widths",
+    "hard_inputs",
+    "images",
+    "image_inputs",
+    "hard_images",
+    "kernel_error",
+    "check_kernel",
+    "check_cntk",
+    "check_fit",
+    "check_dynamics",
+    "check_certificate",
+    "fit_convention_hint",
+]
+
+from .._lib.api import set_public_module  # noqa: E402
+
+set_public_module(__name__, globals(), __all__)
