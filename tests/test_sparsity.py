@@ -15,6 +15,7 @@ from scipy.stats import norm as scipy_norm
 from ntkref import InvalidParameterError
 from ntkref import sparsity as sp
 from ntkref.nets import FullyConnected
+from ntkref.sparsity import _awt, _linear, _masks
 from ._device import arrays_in as _arrays_in, device1 as _device1
 
 seeds = st.integers(0, 2**32 - 1)
@@ -74,6 +75,13 @@ def _no_host(*_args, **_kwargs):
     raise AssertionError("moved to the host")
 
 
+def _forbid_host(mp):
+    """Patch to_numpy in every module of ntkref.sparsity (only _linear imports it; raising=False sets it in the
+    others too, so an import added there later is caught as well)."""
+    for module in (_masks, _awt, _linear):
+        mp.setattr(module, "to_numpy", _no_host, raising=False)
+
+
 @given(seed=seeds, density=st.floats(0.05, 1.0), scope=st.sampled_from(["global", "layer"]))
 def test_topk_masks_stay_in_the_namespace_and_follow_lexsort_ties(xp, asxp, tonp, seed, density, scope):
     """magnitude_mask and the tie rule (larger tiebreak, then lower flat index) against numpy.lexsort, on weights with
@@ -84,10 +92,10 @@ def test_topk_masks_stay_in_the_namespace_and_follow_lexsort_ties(xp, asxp, tonp
     T = [rng.integers(0, 2, size=s).astype(float) for s in shapes]
     params = [(asxp(w), None) for w in W]
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(sp, "to_numpy", _no_host)
+        _forbid_host(mp)
         got = [tonp(m) for m in sp.magnitude_mask(params, density, scope=scope)]
-        got_t = [tonp(m) for m in sp._topk_masks([asxp(np.abs(w)) for w in W], shapes, density, scope, "t",
-                                                 params[0][0], tiebreak=[asxp(t) for t in T])]
+        got_t = [tonp(m) for m in _masks.topk_masks([asxp(np.abs(w)) for w in W], shapes, density, scope, "t",
+                                                     params[0][0], tiebreak=[asxp(t) for t in T])]
 
     def reference(primary, secondary):
         k = max(1, math.floor(density * primary.size + 1e-9))
@@ -112,7 +120,7 @@ def test_capped_simplex_projection_is_the_euclidean_projection(xp, asxp, tonp):
     rng = np.random.default_rng(0)
     for k in (1, 3, 7):
         v = 1.5 * rng.standard_normal(9)
-        p = tonp(sp._project_capped_simplex(asxp(v), k, xp))
+        p = tonp(_awt._project_capped_simplex(asxp(v), k, xp))
         assert abs(p.sum() - k) <= 1e-12 and np.all((p >= 0) & (p <= 1))
         ref = minimize(lambda q: np.sum((q - v) ** 2), np.full(9, k / 9), jac=lambda q: 2 * (q - v), method="SLSQP",
                        bounds=[(0, 1)] * 9, constraints=[{"type": "eq", "fun": lambda q: q.sum() - k}],
@@ -123,7 +131,7 @@ def test_capped_simplex_projection_is_the_euclidean_projection(xp, asxp, tonp):
 def test_relaxed_search_never_leaves_the_namespace(xp, asxp, tonp, monkeypatch):
     """The relaxed search keeps the mask, its gradient and the projection in the array namespace (no to_numpy)."""
     net, params, x, y, _ = _net_and_data(4, xp, asxp, n=6)
-    monkeypatch.setattr(sp, "to_numpy", _no_host)
+    _forbid_host(monkeypatch)
     res = sp.awt_search(net, params, x, y, 0.3, eps=0.2, steps=4, mask_every=2, attack_steps=2)
     assert sp.mask_density(res.mask) == pytest.approx(math.floor(0.3 * 60) / 60)  # 3·6 + 6·6 + 6·1 weights
     assert all(float(np.sum(tonp(M) * (1 - tonp(M)))) == 0 for M in res.mask)
@@ -319,10 +327,10 @@ def test_relaxed_mask_gradient_matches_finite_differences(xp, asxp, tonp, seed, 
     x = asxp(rng.standard_normal((4, 3)))
     xa0, xas = x + asxp(0.1 * rng.standard_normal((4, 3))), x + asxp(0.1 * rng.standard_normal((4, 3)))
     m = [asxp(rng.uniform(0.2, 0.9, tuple(W.shape))) for W, _ in params]
-    _, g = sp._relaxed_gradient(net, params, m, x, xa0, xas, 0.9, xp)
+    _, g = _awt._relaxed_gradient(net, params, m, x, xa0, xas, 0.9, xp)
     V = [rng.standard_normal(tuple(W.shape)) for W, _ in params]
     h = 1e-6
-    val = lambda mm: sp._relaxed_value(net, params, mm, x, xa0, xas, 0.9, xp)[0][0]  # noqa: E731
+    val = lambda mm: _awt._relaxed_value(net, params, mm, x, xa0, xas, 0.9, xp)[0][0]  # noqa: E731
     fd = (val([a + h * asxp(v) for a, v in zip(m, V)]) - val([a - h * asxp(v) for a, v in zip(m, V)])) / (2 * h)
     assert sum(float(np.sum(tonp(a) * v)) for a, v in zip(g, V)) == pytest.approx(fd, rel=1e-5, abs=1e-7)
 
