@@ -425,7 +425,6 @@ def test_logistic_on_dask_equals_numpy_newton(client, lam, reduction):
     m = machines.solve(Kd, y, "logistic", lam, reduction=reduction, check_psd=False)
     assert m.converged and -1e-13 * max(1.0, m.primal_objective) <= m.duality_gap <= 1e-10 * max(1.0, m.primal_objective)
     alpha, g = m.alpha_.compute(), m.train_output_.compute()
-    assert np.max(np.abs(alpha - ref.alpha_)) <= 1e-10 * np.abs(ref.alpha_).max()
     assert abs(m.primal_objective - ref.primal_objective) <= 1e-12 * ref.primal_objective
     # the certificate: |g(x) − g*(x)| ≤ √K(x,x)·√(2 gap/λ) for both solutions, so they differ by at most the sum;
     # each computed gap is exact up to the rounding of P − D (sums of n terms: ≤ 1e-13·max(1, P) here)
@@ -433,10 +432,16 @@ def test_logistic_on_dask_equals_numpy_newton(client, lam, reduction):
     div = K.shape[0] if reduction == "mean" else 1
     radius = sum(np.sqrt(2 * div * (max(s.duality_gap, 0.0) + 1e-13 * max(1.0, s.primal_objective)) / lam_sum)
                  for s in (m, ref))
-    assert np.all(np.abs(g - ref.train_output_) <= np.sqrt(np.diag(K)) * radius)
+    g_bound = np.sqrt(np.diag(K)) * radius
+    assert np.all(np.abs(g - ref.train_output_) <= g_bound)
     # stationarity α = −l′(Kα)/λ (the representer form), checked with the dense K
-    Ka = K @ alpha
-    assert np.max(np.abs(alpha + losses.get("logistic").derivative(Ka, y) / lam_sum)) <= 1e-9 * np.abs(alpha).max()
+    stationarity = 1e-9 * np.abs(alpha).max()
+    for a in (alpha, ref.alpha_):
+        assert np.max(np.abs(a + losses.get("logistic").derivative(K @ a, y) / lam_sum)) <= stationarity
+    # hence α itself: l′ of the logistic loss is 1/4-Lipschitz, so |α − α*| ≤ |g − g*|/(4λ) plus both stationarity
+    # residuals (an α tolerance of 1e-10 relative, used before, is no consequence of the certificates: the Dask
+    # Newton-CG and the dense Newton stop at different points of the tolerance ball, 1.4e-9 apart on this data)
+    assert np.all(np.abs(alpha - ref.alpha_) <= g_bound / (4 * lam_sum) + 2 * stationarity)
     assert m.n_matvec > 0 and m.columns_gathered == 0
 
 
