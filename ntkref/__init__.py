@@ -4,6 +4,7 @@ Neural tangent kernels, the equivalence of wide networks with ℓ2-regularized
 kernel machines, their training dynamics, gap bounds and certificates — on any
 array-API namespace (NumPy by default; ``NTKREF_BACKEND`` selects another).
 """
+from ._lib.api import set_public_module
 from ._lib.backend import BACKENDS, BackendError, backend_name, check_environment, default_namespace, to_numpy
 from ._lib.validation import InvalidParameterError
 
@@ -21,6 +22,9 @@ _SUBMODULES = (
 
 __all__ = ["BACKENDS", "BackendError", "InvalidParameterError", "backend_name", "default_namespace", "to_numpy",
            *_SUBMODULES]
+
+# the submodules in __all__ are loaded lazily (__getattr__ below): only the names already here are faced
+set_public_module(__name__, globals(), [name for name in __all__ if name in globals()])
 
 
 def __getattr__(name):

@@ -50,6 +50,7 @@ from ._lib.backend import device_of, is_array, is_numpy_namespace, namespace, to
 from ._lib.compat import eigh
 from ._lib.validation import InvalidParameterError, check_array, check_int, check_real
 from . import losses as _losses
+from .machines._gram import check_gram
 
 __all__ = [
     "printed_gap_bound",
@@ -454,10 +455,8 @@ def pl_condition(kernel, lam):
     Validation: ``kernel`` a finite, square, non-empty, symmetric matrix (to √eps relative, as in
     :mod:`ntkref.machines`; it need not be PSD — the test is about λ_min); λ > 0 finite.
     """
-    from ._gram import _check_gram
-
     caller = "pl_condition"
-    K = _check_gram(_renamed(kernel, caller), caller, psd=False, name="kernel")
+    K = check_gram(_renamed(kernel, caller), caller, psd=False, name="kernel")
     xp = namespace(K)
     lam = check_real(lam, "lam", caller=caller, low=0.0, closed="neither")
     w = eigh((K + xp.matrix_transpose(K)) / 2, xp)[0]
@@ -497,11 +496,9 @@ def rademacher_bound(kernel, a, empirical_loss, *, delta, c, rho):
     finite mean of a loss with values in [0, c], so in [0, c].  A bound that overflows float64
     raises :class:`InvalidParameterError`.
     """
-    from ._gram import _check_gram
-
     caller = "rademacher_bound"
     xp = namespace(kernel, a)
-    K = _check_gram(_renamed(kernel, caller, xp), caller, psd=True, name="kernel")
+    K = check_gram(_renamed(kernel, caller, xp), caller, psd=True, name="kernel")
     a = check_array(a, "a", caller=caller, ndim=1, xp=xp, shape=(K.shape[0],), like=K)
     delta = check_real(delta, "delta", caller=caller, low=0.0, high=1.0, closed="neither")
     c = check_real(c, "c", caller=caller, low=0.0, closed="neither")

@@ -73,7 +73,7 @@ from ._lib.validation import (
     check_real,
 )
 from .kernels import wei_kernel
-from .kernels._fc import _row_norms, check_input_scale
+from .kernels._layers import check_input_scale, row_norms
 
 __all__ = [
     "sample_sparse_xor",
@@ -326,7 +326,7 @@ def _check_row_scale(x, name, caller, xp, extra=0.0):
     cannot square are refused naming ``name`` (as :func:`ntkref.kernels.wei_kernel` does for its x1/x2)."""
     if x.shape[0] == 0:
         return
-    norms, _ = _row_norms(x, xp)
+    norms, _ = row_norms(x, xp)
     check_input_scale(norms + extra, name, caller, 1.0, xp, "‖x‖" if not extra else "‖x‖ + 1")
 
 

@@ -52,7 +52,7 @@ from ._lib import dispatch
 from ._lib.backend import device_of, namespace, to_numpy
 from ._lib.validation import InvalidParameterError, check_array, check_int, check_option, check_real
 from .machines import ConvergenceWarning, KernelMachine
-from ._gram import _check_gram
+from .machines._gram import check_gram
 from . import losses as _losses
 
 __all__ = ["KRRMachine", "solve_cg", "fit_cg", "PRECONDITIONERS"]
@@ -235,7 +235,7 @@ def solve_cg(K, y, lam, *, reduction="sum", tol=None, max_iter=None, preconditio
         op = dask_operator(K)
         y_vec = check_array(op.vector(y), "y", caller=caller, ndim=1, xp=op.xp)
     else:
-        K = _check_gram(K, caller, psd=False)
+        K = check_gram(K, caller, psd=False)
         op = _ArrayGram(K)
         y_vec = check_array(y, "y", caller=caller, ndim=1, xp=op.xp, like=K)
         y_vec = op.xp.astype(y_vec, K.dtype) if y_vec.dtype != K.dtype else y_vec

@@ -134,7 +134,7 @@ def _kernels():
     )
     from importlib.util import find_spec
 
-    if find_spec("dask") is None:  # the out-of-core Gram (ntkref/_dask.py) needs dask[array], an optional extra:
+    if find_spec("dask") is None:  # the out-of-core Gram (ntkref/_engines/dask/_graphs.py) needs dask[array], an optional extra:
         def no_dask(**kw):  # catalogued (the coverage test stays strict), every case skipped
             pytest.skip("dask is not installed")
 

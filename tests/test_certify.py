@@ -312,7 +312,7 @@ def test_joint_extremes_over_the_polygon_are_exact(xp, asxp, tonp):
         c = rng.uniform(-1.0, 1.0) * RU  # P is non-empty (it contains the image of a ball)
         w = rng.uniform(0, 1) * RU * rng.choice([0.05, 0.3, 1.0])
         pL, pU = c - w, c + w
-        lo, hi = certify._phi_box_bounds(*(asxp(np.array([v])) for v in (pL, pU, RL, RU)), xp)
+        lo, hi = certify._ntk_interval._phi_box_bounds(*(asxp(np.array([v])) for v in (pL, pU, RL, RU)), xp)
         lo, hi = float(lo[0]), float(hi[0])
         Rg = np.linspace(RL, RU, 301)
         pg = np.linspace(pL, pU, 301)
@@ -332,7 +332,7 @@ def test_joint_extremes_over_the_polygon_are_exact(xp, asxp, tonp):
         assert vals.min() - lo <= 2e-3 * scale and hi - vals.max() <= 2e-3 * scale
         # the signed variant used for g (four Φ evaluations instead of ten) gives the same extremes
         args = [asxp(np.array([v, v])) for v in (pL, pU, RL, RU)]
-        signed = tonp(certify._signed_phi_tight(*args, asxp(np.array([True, False])), xp))
+        signed = tonp(certify._ntk_interval._signed_phi_tight(*args, asxp(np.array([True, False])), xp))
         np.testing.assert_allclose([signed[0], -signed[1]], [lo, hi], rtol=1e-14, atol=1e-15 * scale)
 
 
@@ -1048,7 +1048,7 @@ def test_bounds_at_overflowing_scales_are_the_scaled_bounds(asxp, tonp):
 
 
 def test_certified_radius_on_a_dask_x_test_equals_numpy():
-    """A Dask ``x_test`` (row chunks) gives the lazy radii of ntkref._dask: equal to the NumPy radii."""
+    """A Dask ``x_test`` (row chunks) gives the lazy radii of the Dask engine: equal to the NumPy radii."""
     da = pytest.importorskip("dask.array")
     import dask
 

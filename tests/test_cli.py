@@ -247,6 +247,47 @@ def test_subprocess_entry_point(data):
     assert r.returncode == 2 and "invalid choice" in r.stderr
 
 
+def test_cli_needs_no_hypothesis(data):
+    # hypothesis is only in the [test] extra: the CLI (compare's measure and ntkref's bounds included) must work
+    # without it, and `import ntkref.cli` must not load ntkref.testing (which needs it)
+    tmp, *_ = data
+    env = dict(os.environ)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    a, k = str(tmp / "a.npy"), str(tmp / "k.npy")
+    code = f"""
+import sys
+sys.modules["hypothesis"] = None  # `import hypothesis` now raises ImportError
+import ntkref.cli
+
+def loaded():
+    return sorted(m for m in sys.modules if m == "ntkref.testing" or m.startswith("ntkref.testing."))
+
+assert not loaded(), loaded()
+try:
+    ntkref.cli.main(["--version"])
+except SystemExit as exc:
+    assert exc.code == 0, exc.code
+assert ntkref.cli.main(["kernel", "--x1", {a!r}, "--depth", "2", "--out", {k!r}]) == 0
+assert ntkref.cli.main(["compare", "--kind", "kernel", "--candidate", {k!r}, "--x1", {a!r}, "--depth", "2"]) == 0
+assert ntkref.cli.main(["compare", "--kind", "kernel", "--candidate", {k!r}, "--x1", {a!r}, "--depth", "3"]) == 1
+err, _ = ntkref.cli.kernel_error([[1.0]], [[1.0]], [1.0])
+assert err[0, 0] == 0.0
+assert not loaded(), loaded()
+try:
+    import ntkref.testing
+except ImportError as exc:
+    assert "hypothesis" in str(exc), exc
+else:
+    raise AssertionError("ntkref.testing imported without hypothesis")
+print("OK")
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.startswith("ntkref ") and r.stdout.rstrip().endswith("OK")
+    assert "RESULT: AGREE" in r.stdout and "DISAGREE" in r.stdout
+
+
 # ---------------------------------------------------------------------------------------------
 # fit, dynamics, certify
 # ---------------------------------------------------------------------------------------------

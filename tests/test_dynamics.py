@@ -663,7 +663,7 @@ def test_inner_loop_derivative_equals_losses_module(xp, asxp, tonp):
     for name, y in [("hinge", yc), ("squared_hinge", yc), ("logistic", yc), ("squared", yr),
                     ("epsilon_insensitive", yr)]:
         loss = losses.get(name)
-        a = tonp(D._lprime(loss, asxp(z), asxp(y), xp))
+        a = tonp(D._trajectory.lprime(loss, asxp(z), asxp(y), xp))
         b = tonp(loss.derivative(asxp(z), asxp(y)))
         assert np.array_equal(a, b), name
 

@@ -19,7 +19,7 @@ CASES = MANIFEST["cases"]
 TOL = 1e-13
 
 # Cases ntkref is known to get wrong (strict xfail).  Empty: "fc-erf-depth2-hard" (erf at input norms
-# 1e±100) found a cancellation and an overflow in the erf recursion, fixed in _fc._erf_layer.
+# 1e±100) found a cancellation and an overflow in the erf recursion, fixed in _layers._erf_layer.
 KNOWN_WRONG = {}
 
 

@@ -1,4 +1,4 @@
-"""The fused CUDA kernel of ``ntkref._gpu`` against its reference, the array-API path, on the GPU.
+"""The fused CUDA kernel of ``ntkref._engines.cuda`` against its reference, the array-API path, on the GPU.
 
 These run where CuPy sees a GPU (``NTKREF_BACKEND=cupy``, ``.ci/device``) and are skipped elsewhere; the
 accuracy against mpmath on adversarial rows is ``tests/test_kernels.py``, which under
@@ -65,13 +65,13 @@ def test_fused_equals_array_api_path(kind, dtype, tol, depth, W):
 @pytest.mark.parametrize("get", ["nngp", "ntk", ("nngp", "ntk")])
 def test_fused_outputs_and_blocks(get):
     x, y = _inputs("random", "float64")
-    from ntkref import _gpu
-    from ntkref.kernels._fc import _row_norms
+    from ntkref._engines import cuda as _gpu
+    from ntkref.kernels._layers import row_norms
 
     full = K.fc(x, y, depth=2, get=get)
     sym_blocked = K.fc(x, depth=2, get="ntk")
-    n1, u1 = _row_norms(x, cupy)
-    n2, u2 = _row_norms(y, cupy)
+    n1, u1 = row_norms(x, cupy)
+    n2, u2 = row_norms(y, cupy)
     nngp, ntk = _gpu.fc_relu_unbiased(n1, u1, n2, u2, x.shape[1], [1.0, 1.0, 1.0], "nngp" in get, "ntk" in get,
                                       False, cupy, block_rows=7)
     for name, blocked in (("nngp", nngp), ("ntk", ntk)):
@@ -117,8 +117,8 @@ def test_blocks_with_mostly_near_parallel_pairs_take_the_mask_fallback(dtype, to
     # Every pair has |cos| > 0.95, more than the dense kernel's collection buffer (1 pair in 16) holds, so
     # each row block is recomputed through the mask pass; the result must still equal the array-API path,
     # and a block where only some pairs are near-parallel (the second half of the rows) must mix both paths.
-    from ntkref import _gpu
-    from ntkref.kernels._fc import _row_norms
+    from ntkref._engines import cuda as _gpu
+    from ntkref.kernels._layers import row_norms
 
     rng = np.random.default_rng(5)
     base = rng.standard_normal(30)
@@ -126,8 +126,8 @@ def test_blocks_with_mostly_near_parallel_pairs_take_the_mask_fallback(dtype, to
     x[60:] = rng.standard_normal((60, 30))  # generic rows: these pairs are mostly not flagged
     x[61] = -x[2]  # antiparallel across the two halves
     x = cupy.asarray(x.astype(dtype))
-    n, u = _row_norms(x, cupy)
-    for x2, (n2, u2) in ((None, (n, u)), (x[::-1], _row_norms(x[::-1], cupy))):
+    n, u = row_norms(x, cupy)
+    for x2, (n2, u2) in ((None, (n, u)), (x[::-1], row_norms(x[::-1], cupy))):
         _, fused = _gpu.fc_relu_unbiased(n, u, n2, u2, 30, [1.0, 1.0, 1.0, 1.0], False, True, x2 is None, cupy,
                                          block_rows=block_rows)
         ref = K.fc(x, x2, depth=3, get="ntk", engine="array_api").ntk

@@ -22,6 +22,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ntkref import kkt, losses, machines
+from ntkref.machines import _intercept
 from ntkref._lib.validation import InvalidParameterError
 
 from ._device import assert_on_device, device1
@@ -324,7 +325,7 @@ def test_projection_onto_the_dual_feasible_set():
         lo[rng.random(n) < 0.2] = -np.inf
         hi[rng.random(n) < 0.2] = np.inf
         a = 3 * rng.standard_normal(n)
-        z = kkt._project_sum_zero(a, lo, hi)
+        z = _intercept._project_sum_zero(a, lo, hi)
         tol = 1e-13 * (1 + np.abs(a).sum())
         assert np.all(z >= lo) and np.all(z <= hi) and abs(z.sum()) <= tol
         r = a - z
@@ -368,7 +369,7 @@ def test_without_intercept_the_functions_are_machines():
     # a feasible α of the intercept dual evaluated at b = 0: the intercept gap is at most the plain one
     # (the same P; a dual bound at least as large) and ≥ 0
     a3 = np.clip(a2, np.where(y > 0, 0, -1 / lam), np.where(y > 0, 1 / lam, 0))
-    a3 = kkt._project_sum_zero(a3, np.where(y > 0, 0, -1 / lam), np.where(y > 0, 1 / lam, 0))
+    a3 = _intercept._project_sum_zero(a3, np.where(y > 0, 0, -1 / lam), np.where(y > 0, 1 / lam, 0))
     g_int = kkt.duality_gap(a3, K, y, "hinge", lam, intercept=0.0)
     assert 0 <= g_int <= machines.duality_gap(a3, K, y, "hinge", lam) + 1e-12
 

@@ -20,7 +20,8 @@ import scipy.optimize
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ntkref import _gram, losses, machines
+from ntkref import losses, machines
+from ntkref.machines import _gram, _solve
 from ntkref._lib.validation import InvalidParameterError
 from ._device import arrays_in as _arrays_in, device1 as _device1
 
@@ -840,7 +841,7 @@ def test_lanczos_refusal_is_a_proof_and_meets_its_bound(seed, xp, asxp):
     refused = _psd_refused(K, "lanczos", asxp)
     if refused:
         assert lmin < 0
-    if _kw_miss_bound(n, _gram._LANCZOS_STEPS, -lmin, delta, lmax) < 1e-6:
+    if _kw_miss_bound(n, _gram.LANCZOS_STEPS, -lmin, delta, lmax) < 1e-6:
         assert refused
 
 
@@ -905,7 +906,7 @@ def test_device_path_equals_the_host_solve(name, monkeypatch, xp, asxp, tonp):
     else:
         K = X @ X.T
     ref = machines.solve(K, y, _loss(name), 0.3)
-    monkeypatch.setattr(machines, "_HOST_MAX_N", 0)
+    monkeypatch.setattr(_solve, "_HOST_MAX_N", 0)
     got = machines.solve(asxp(K), asxp(y), _loss(name), 0.3)
     assert got.converged
     assert got.primal_objective == pytest.approx(ref.primal_objective, rel=1e-12, abs=1e-12)
@@ -924,7 +925,7 @@ def test_float32_device_path_equals_the_host_solve(name, monkeypatch, xp, asxp, 
     else:
         run = lambda K_, y_: machines.solve(K_, y_, _loss(name), 0.3)  # noqa: E731
     ref = run(K32, y32)
-    monkeypatch.setattr(machines, "_HOST_MAX_N", 0)
+    monkeypatch.setattr(_solve, "_HOST_MAX_N", 0)
     got = run(asxp(K32), asxp(y32))
     assert ref.converged and got.converged
     assert got.alpha_.dtype == xp.float32 and got.train_output_.dtype == xp.float32
@@ -935,7 +936,7 @@ def test_float32_device_path_equals_the_host_solve(name, monkeypatch, xp, asxp, 
 @pytest.mark.parametrize("case", ["solve-hinge", "solve-epsilon_insensitive", "hard_margin_svm"])
 def test_device_path_keeps_arrays_on_device1(case, monkeypatch):
     """The on-device path (host step disabled) on array_api_strict's device1: every returned array there."""
-    monkeypatch.setattr(machines, "_HOST_MAX_N", 0)
+    monkeypatch.setattr(_solve, "_HOST_MAX_N", 0)
     strict, dev = _device1()
     result = _device_cases()[case](lambda v: strict.asarray(v, device=dev))
     import array_api_compat
@@ -1083,8 +1084,7 @@ def test_checked_gram_fits_equal_plain_fits_without_rechecking(name, monkeypatch
     def boom(*a, **k):
         raise AssertionError("a check ran again")
 
-    monkeypatch.setattr(machines, "_check_psd", boom)
-    monkeypatch.setattr(_gram, "_check_psd", boom)
+    monkeypatch.setattr(_gram, "refuse_indefinite", boom)
     monkeypatch.setattr(_gram._compat, "exactly_symmetric_and_finite", boom)
     checked = machines.solve(G, asxp(y), _loss(name), 0.3)
     np.testing.assert_array_equal(tonp(checked.alpha_), tonp(plain.alpha_))
@@ -1103,9 +1103,9 @@ def test_checked_gram_runs_only_a_stronger_psd_test(monkeypatch, xp, asxp):
         machines.fit(G, asxp(np.ones(40)), "squared", 1.0)  # default check_psd: the Cholesky certificate
     machines.fit(G, asxp(np.ones(40)), "squared", 1.0, check_psd=False)  # nothing asked, nothing run
     calls = []
-    real = _gram._check_psd
-    monkeypatch.setattr(_gram, "_check_psd", lambda K, c, name="K", method="cholesky": (calls.append(method),
-                                                                                          real(K, c, name, method)))
+    real = _gram.refuse_indefinite
+    monkeypatch.setattr(_gram, "refuse_indefinite", lambda K, c, name="K", method="cholesky": (calls.append(method),
+                                                                                                 real(K, c, name, method)))
     G2 = machines.checked_gram(asxp(_spd()), check_psd="lanczos")
     machines.fit(G2, asxp(np.ones(4)), "hinge", 1.0, check_psd="lanczos")
     assert calls == ["lanczos"]  # the checked_gram call only
@@ -1176,7 +1176,7 @@ def test_exact_symmetry_fast_path_never_answers_true_wrongly(n):
     big = np.full((n, n), 1e308)
     assert np.array_equal(big, big.T) and np.all(np.isfinite(big))
     assert not _compat.exactly_symmetric_and_finite(big, anp)  # row sums overflow: "not shown"
-    assert machines._check_gram(big, "test", psd=False) is not None  # the full check accepts it (finite)
+    assert _gram.check_gram(big, "test", psd=False) is not None  # the full check accepts it (finite)
 
 
 def test_checked_gram_cannot_be_forged_and_is_named_where_not_taken(xp, asxp):

@@ -226,7 +226,7 @@ def test_empirical_ntk_is_homogeneous_up_to_large_scales(xp, asxp, tonp):
 
 
 def test_empirical_ntk_on_dask_inputs_equals_numpy():
-    """A Dask x1 (or x2) gives the lazy blockwise Gram of ntkref._dask: equal to the NumPy empirical NTK (the
+    """A Dask x1 (or x2) gives the lazy blockwise Gram of the Dask engine: equal to the NumPy empirical NTK (the
     symmetric x2=None Gram too, whose lower blocks are transposes of upper ones)."""
     da = pytest.importorskip("dask.array")
     import dask

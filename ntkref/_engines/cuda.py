@@ -12,11 +12,11 @@ written as one fused elementwise pass over the Gram matrix.
 Why it is fused.  Per entry the recursion depends only on the input correlation ρ = x̂·x̂′ and the two
 row norms (positive homogeneity: Θ(x, x′) = ‖x‖‖x′‖·Θ(x̂, x̂′)), so all layers run in registers: one matrix
 product (cuBLAS) writes ρ into the output buffer, and one kernel reads it and writes the result in place.
-The array-API path (``ntkref.kernels._fc._relu_unbiased_block``) makes ~15 passes a layer over
+The array-API path (``ntkref.kernels._layers.relu_unbiased_block``) makes ~15 passes a layer over
 row blocks (4096 rows on CuPy), each pass a round trip through device memory; here there is one.
 
 Same arithmetic as the array-API path.  The kernel carries ρ, 1 − ρ and 1 + ρ and evaluates, per
-hidden layer, exactly the operations of ``_relu_unbiased_block`` in the same order
+hidden layer, exactly the operations of ``relu_unbiased_block`` in the same order
 (θ/2 = arctan(sin θ/(1 + ρ)), ρ′ = ((π − θ)ρ + sin θ)/π, 1 − ρ′ = (1 − ρ) + (θ/π)ρ − sin θ/π
 floored at 0, Θ/q ← (1 − θ/π)·Θ/q + ρ′), so its accuracy statement is that path's: every entry within
 1e-13·√(K(x,x)K(x′,x′)) of the exact value in float64.  The compiler may contract a·b + c into one
@@ -46,12 +46,12 @@ import math
 
 import numpy
 
-from ..kernels._fc import check_finite_kernel
+from ..kernels._layers import check_finite_kernel
 
 _PARALLEL_THRESHOLD = 0.95
 
 # The recursion on (rho, omr, opr) for `depth` hidden layers; leaves the unit-input NNGP in `rho` and the
-# unit-input NTK in `ntk`.  T is float or double.  Mirrors _relu_unbiased_block operation by operation.
+# unit-input NTK in `ntk`.  T is float or double.  Mirrors relu_unbiased_block operation by operation.
 _RECURSION = r"""
     T ntk = rho;
     bool have = false;
@@ -224,7 +224,7 @@ def fc_relu_unbiased(x1n, u1, x2n, u2, d, Ws, want_nngp, want_ntk, symmetric, xp
     """NNGP/NTK of the bias-free ReLU FC net on CuPy arrays (see the module docstring).
 
     ``x1n``, ``x2n``: row norms; ``u1``, ``u2``: unit rows (zero rows stay zero), as made by
-    ``kernels._fc._row_norms``.  Returns ``(nngp, ntk)`` with ``None`` for what was not asked.
+    ``kernels._layers.row_norms``.  Returns ``(nngp, ntk)`` with ``None`` for what was not asked.
     """
     import cupy
 

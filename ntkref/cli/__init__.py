@@ -54,7 +54,7 @@ on the GPU.  ``--json`` prints a machine-readable summary, and it, the one-line
 messages and ``compare --report`` name the backend and device that ran
 (``ntkref._lib.backend.description()``, e.g. "cupy on <CUDA Device 0> (NVIDIA H200)").
 """
-from ..testing._report import kernel_error  # the one definition (validated), shared with ntkref.testing
+from ..kernels._accuracy import kernel_error  # the one definition (validated), shared with ntkref.testing
 from ._io import CLIError
 from ._main import build_parser, main
 

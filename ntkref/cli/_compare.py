@@ -20,7 +20,7 @@ import numpy as np  # host-side reports (the computations run on the chosen back
 from .. import kernels, kkt, machines
 from .._lib.backend import to_numpy
 from .._lib.validation import InvalidParameterError
-from ..testing._report import certified_bound
+from ..kernels._accuracy import certified_bound
 from ._compute import (compute_certify, compute_dynamics, compute_fit, compute_kernel, get_list, kernel_call,
                        resolve_family_options)
 from ._io import (EXIT_DISAGREE, EXIT_OK, CLIError, Target, check_writable, load_array, replace_atomically_or_fail,

@@ -19,8 +19,9 @@ are loaded on first access (importing ``ntkref.kernels`` imports neither Dask no
 """
 from .._lib import dispatch
 from .._lib.api import set_public_module
+from ._activations import ACTIVATIONS, Activation
 from ._cntk import cntk
-from ._fc import ACTIVATIONS, Activation, Kernel, fc, fc_diagonal
+from ._fc import Kernel, fc, fc_diagonal
 from ._two_layer import arora_ntk, relu_h, two_layer_relu_ntk, wei_k1_k2, wei_kernel
 
 

@@ -118,7 +118,8 @@ from ._cntk_batched import _batch_sums
 from ._cntk_layout import _Geometry, _interior_flags, _np, _pad_images, _patch_sum, _variance_maps
 from ._cntk_refine import _PI
 from ._cntk_rows import _RowBlocks, _block_patch_sum, _pair_sums_rows, _row_work, _row_work_bytes
-from ._fc import Kernel, _n_workers, check_finite_kernel
+from ._fc import Kernel, n_workers
+from ._layers import check_finite_kernel
 
 __all__ = ["cntk"]
 
@@ -421,7 +422,7 @@ def _plan(n1, n2, symmetric, c, g, depth, readout, itemsize, fast, max_memory, n
     # batches: runs of ≤ per_batch pairs (i, j0..j1) along a row (j ≥ i for a symmetric Gram), generated as
     # they are taken (a list, or one future per batch, would cost ~1.7 kB a pair: 3.4 GB for 2 000 images)
     batches = _Batches(n1, n2, symmetric, per_batch)
-    workers = _n_workers(n_jobs, xp, len(batches), _CALLER)
+    workers = n_workers(n_jobs, xp, len(batches), _CALLER)
     outputs = 2 * n1 * n2 * itemsize * (1 if fast else 3) + (0 if fast else 8 * n1 * n2 + 32 * n_pairs)
     maps = itemsize * (c + depth) * g.pt * (n1 + (0 if symmetric else n2))
     return rows, per_batch, batches, workers, outputs + maps + workers * per_pair * min(per_batch, max(1, n_pairs))

@@ -13,7 +13,7 @@ r"""Closed-form kernels of the seeds, and the seeds' conventions as presets.
   Θ⁽ᴸ⁾ = Σ_{h=1}^{L+1} Σ⁽ʰ⁻¹⁾ Π_{h'=h}^{L+1} Σ̇⁽ʰ'⁾, Σ̇⁽ᴸ⁺¹⁾ = 1.
   Θ_Arora = d·Θ_NT(W_std = 1 first layer, √2 after) = d·2ᴸ·Θ_NT(W_std = 1).
 
-All use the stable angle of :mod:`._fc` (accurate for near-parallel and
+All use the stable angle of :mod:`._layers` (accurate for near-parallel and
 antiparallel rows); Θ(x, 0) = 0.
 """
 from __future__ import annotations
@@ -22,7 +22,8 @@ import math
 
 from .._lib.backend import namespace
 from .._lib.validation import check_int, check_real
-from ._fc import _input_angles, _prepare, _relu_layer, _row_norms, check_finite_kernel, check_input_scale
+from ._fc import prepare
+from ._layers import check_finite_kernel, check_input_scale, input_angles, relu_layer, row_norms
 
 __all__ = ["two_layer_relu_ntk", "relu_h", "wei_kernel", "wei_k1_k2", "arora_ntk"]
 
@@ -32,16 +33,16 @@ _PI = math.pi
 def _pair_setup(x1, x2, caller, per_feature=False):
     """Rows' norms and angles; rows whose scale ‖x‖ (‖x‖/√d if ``per_feature``) squared would overflow are
     refused (InvalidParameterError naming x1/x2 and the largest admissible norm)."""
-    xp, x1, x2, *_ = _prepare(x1, x2, 1, "relu", 1.0, 0.0, None, caller)
+    xp, x1, x2, *_ = prepare(x1, x2, 1, "relu", 1.0, 0.0, None, caller)
     factor, what = (1 / math.sqrt(x1.shape[1]), "‖x‖/√d") if per_feature else (1.0, "‖x‖")
-    n1, u1 = _row_norms(x1, xp)
+    n1, u1 = row_norms(x1, xp)
     check_input_scale(n1, "x1", caller, factor, xp, what)
     if x2 is None:
         n2, u2 = n1, u1
     else:
-        n2, u2 = _row_norms(x2, xp)
+        n2, u2 = row_norms(x2, xp)
         check_input_scale(n2, "x2", caller, factor, xp, what)
-    pair = _input_angles(u1, u2, xp)
+    pair = input_angles(u1, u2, xp)
     return xp, x1, x2, n1, n2, pair
 
 
@@ -129,7 +130,7 @@ def arora_ntk(x1, x2=None, *, depth=1):
     sigmas = [(s1 * s2) * pair.rho]
     dots = []
     for _ in range(depth):
-        e_ff, e_dd, pair, (a1, a2) = _relu_layer(pair, s1, s2, xp)
+        e_ff, e_dd, pair, (a1, a2) = relu_layer(pair, s1, s2, xp)
         sigmas.append(2 * e_ff)
         dots.append(2 * e_dd)
         s1, s2 = a1 * math.sqrt(2.0), a2 * math.sqrt(2.0)  # c_σ E[σ(u)²] = q: the scale is preserved

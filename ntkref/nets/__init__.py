@@ -10,6 +10,7 @@
   the Prop. B.10 (:func:`balanced_two_layer`, :func:`two_layer_measure`), Thm 4.3 (:func:`zero_pad`) and
   Prop. D.1 (:func:`rebalance`) constructions and the width-4 max-margin net on 𝒟 (:func:`width4_net`).
 """
+from .._lib.api import set_public_module
 from ._cnn import ConvNet
 from ._fc import FullyConnected, empirical_ntk
 from ._homogeneous import HomogeneousNet, balanced_two_layer, rebalance, two_layer_measure, width4_net, zero_pad
@@ -34,3 +35,5 @@ __all__ = [
     "width4_net",
     "zero_pad",
 ]
+
+set_public_module(__name__, globals(), __all__)

@@ -95,6 +95,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the test
         "ntkref.testing needs the 'hypothesis' package: pip install hypothesis (or ntkref[test])."
     ) from exc
 
+from ..kernels._accuracy import certified_bound, kernel_error
 from ._engine import MODES, OracleMismatch
 from ._images import IMAGE_KINDS, check_cntk, hard_images, image_inputs, images
 from ._kernel import check_kernel
@@ -106,9 +107,7 @@ from ._report import (
     CheckReport,
     KindSummary,
     Mismatch,
-    certified_bound,
     json_safe,
-    kernel_error,
 )
 from ._strategies import (
     ROW_KINDS,

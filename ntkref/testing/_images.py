@@ -25,9 +25,9 @@ from hypothesis import strategies as st
 
 from .. import kernels
 from .._lib.validation import InvalidParameterError, check_int, check_option, check_real
+from ..kernels._accuracy import CNTK_BOUND, cntk_bound
 from ._engine import battery_flag, check_convention_threshold, check_dtype, check_mode, drive, finish, int_range
 from ._kernel import KernelComparison, host, mover
-from ._report import CNTK_BOUND, cntk_bound
 
 __all__ = ["IMAGE_KINDS", "CNTK_BOUND", "images", "image_inputs", "hard_images", "check_cntk"]
 

@@ -16,7 +16,7 @@ Where the bounds come from:
   depth 3 the bound used is (depth/3)·1e-13 (the per-layer rounding adds up; untested there, stated as such in the
   report's ``bound_source``).  Other activations (quadrature): no certified bound (b = 0, the user's tolerance).
 - CNTK: b = 1e-13 in float64 at depths 1–4 — tests/test_cntk.py checks ``kernels.cntk`` against a 50-digit mpmath
-  evaluation on adversarial images (``ntkref.testing._report.cntk_bound``; (depth/4)·1e-13 beyond depth 4, stated
+  evaluation on adversarial images (``ntkref.kernels._accuracy.cntk_bound``; (depth/4)·1e-13 beyond depth 4, stated
   as extrapolated; none in float32).
 - A user ``reference=``: the ``reference_bound`` given (default 0).
 
@@ -35,6 +35,8 @@ from .._lib import backend as _backend
 from .._lib.backend import _MODULES, ENV_VAR, BackendError, backend_name, default_namespace, to_numpy
 from .._lib.backend import host_float64 as host  # explicit host copies (reports and references are NumPy)
 from .._lib.validation import InvalidParameterError, check_option, check_real
+from ..kernels._accuracy import certified_bound
+from ..kernels._accuracy import kernel_error_unchecked as kernel_error  # unchecked: inputs come from the checker
 from ._engine import (
     Recorder,
     battery_flag,
@@ -45,8 +47,7 @@ from ._engine import (
     finish,
     ratio,
 )
-from ._report import Mismatch, certified_bound
-from ._report import _kernel_error as kernel_error  # unchecked: inputs come from the checker
+from ._report import Mismatch
 from ._strategies import hard_inputs, kernel_inputs
 
 

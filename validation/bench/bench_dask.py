@@ -19,7 +19,7 @@ Both sides run in fresh subprocesses, one after the other, on the same inputs:
 
 ``--losses hinge logistic`` adds kernel machines on the same Gram (``--machines-lam``, mean convention): NumPy
 ``machines.solve`` on a float64 copy of the Gram the Dask side stored (the same numbers; dense active-set / Newton, its default PSD certificate: Cholesky for
-n ≤ 4096), Dask ``machines.solve`` on the stored Gram (``ntkref/_dask_machines.py``: working sets of gathered
+n ≤ 4096), Dask ``machines.solve`` on the stored Gram (``ntkref/_engines/dask/_machines.py``: working sets of gathered
 columns / Newton-CG with block products, the Lanczos PSD test); time, duality gap, Newton steps or working-set size,
 the PSD test timed apart, and the largest difference of the coefficients, relative to max|α| (the workers' and the
 client's peaks cover the whole run, the machines included: the client holds the n·|W| gathered columns).
@@ -100,13 +100,14 @@ NUMPY_SIDE = COMMON + textwrap.dedent(
     out["total_s"] = out["gram_s"] + out["krr_s"] + out["certify_s"]
     np.save(cfg["radii_file"], r)
     if cfg["losses"]:
-        from ntkref import _gram, machines
+        from ntkref import machines
+        from ntkref.machines import _gram
         # (not timed) the dense solvers in float64, as the Dask side computes, on the very Gram the Dask side stored
         # when there is one (a Gram computed in float32 block by block differs from the whole one by float32
         # rounding, which an ill-conditioned K turns into coefficient differences far above the solvers' own)
         K64 = stored_gram(cfg["store"], K).astype(np.float64)
         del K
-        t = time.perf_counter(); _gram._check_psd(K64, "bench", method="cholesky"); out["psd_s"] = time.perf_counter() - t
+        t = time.perf_counter(); _gram.refuse_indefinite(K64, "bench", method="cholesky"); out["psd_s"] = time.perf_counter() - t
         for loss in cfg["losses"]:
             t = time.perf_counter()
             mm = machines.solve(K64, y, loss, cfg["machines_lam"], reduction="mean")
@@ -122,7 +123,7 @@ DASK_SIDE = COMMON + textwrap.dedent(
     r"""
     import dask.array as da
     import distributed
-    from ntkref import _dask, kernels, krr
+    from ntkref import certify, kernels, krr
 
     def worker_peak():
         import resource
@@ -152,7 +153,7 @@ DASK_SIDE = COMMON + textwrap.dedent(
                 K = K.persist()
                 distributed.wait(K)
             else:
-                K = _dask.store_gram(K, cfg["store"])
+                K = kernels.store_gram(K, cfg["store"])
             out["gram_s"] = time.perf_counter() - t
             t = time.perf_counter()
             m = krr.solve_cg(K, y, cfg["lam"], reduction="mean", tol=cfg["tol"], rank=cfg["rank"])
@@ -160,11 +161,12 @@ DASK_SIDE = COMMON + textwrap.dedent(
             out.update(krr_iter=m.n_iter, krr_residual=m.residual, krr_converged=m.converged)
             alpha = m.alpha_.compute()
             t = time.perf_counter()
-            r = _dask.certified_radius(alpha, x, da.from_array(xt, chunks=(cfg["test_chunk"], xt.shape[1])), y=yt,
+            r = certify.certified_radius(alpha, x, da.from_array(xt, chunks=(cfg["test_chunk"], xt.shape[1])), y=yt,
                                        domain=(0.0, 1.0)).compute()
             out["certify_s"] = time.perf_counter() - t
             if cfg["losses"]:
-                from ntkref import _dask_machines, machines
+                from ntkref import machines
+                from ntkref._engines.dask import _machines as _dask_machines
                 t = time.perf_counter()
                 Kv, _, fro = _dask_machines.check_gram(K)
                 out["validate_s"] = time.perf_counter() - t

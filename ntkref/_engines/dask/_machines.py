@@ -5,19 +5,20 @@ through its blocks — one graph per operation, computed on the active scheduler
 one is active) — and the vectors (n floats, float64) live on the client:
 
 - **Validation** (:func:`check_gram`): one graph over the blocks on and above the diagonal (block (i, j) with its
-  mirror (j, i)) gives finiteness, max|K|, max|K − Kᵀ| and ‖K‖_F, the same tests as ``ntkref._gram._check_gram``
+  mirror (j, i)) gives finiteness, max|K|, max|K − Kᵀ| and ‖K‖_F, the same tests as ``ntkref.machines._gram.check_gram``
   (symmetric to √eps·max|K|; a K within that is symmetrised lazily, (K + Kᵀ)/2).  ``check_psd``: True, "auto" or
-  "lanczos" run the one-sided Lanczos test of ``ntkref._gram._check_psd`` (40 products :func:`ntkref._engines.dask._graphs.symmetric_matvec`;
+  "lanczos" run the one-sided Lanczos test of ``ntkref.machines._gram.refuse_indefinite`` (40 products :func:`ntkref._engines.dask._graphs.symmetric_matvec`;
   a refusal is a proof of a negative eigenvalue below −n·eps·‖K‖_F, acceptance the probabilistic bound stated
   there); "cholesky" is refused (it needs the whole K in one process); False skips it.
 - **squared**: kernel ridge regression by conjugate gradients (:func:`ntkref.krr.solve_cg`).
 - **hinge, squared_hinge, epsilon_insensitive** (:func:`_working_set_qp`): the dual box QP of ``machines`` solved
-  by the same chunking as ``ntkref._boxqp._chunked_qp`` — the exact active-set method ``ntkref._boxqp._active_set_qp`` on
-  Q_WW = K_WW (+ (λ/2)I for the squared hinge) of a working set W, coordinates outside W held at 0, W grown by the
-  worst violators of the optimality of αᵢ = 0 and shrunk to the support — with the columns K[:, W] gathered from
+  by the same chunking as ``ntkref.machines._boxqp.chunked_qp`` — the exact active-set method
+  ``ntkref.machines._boxqp.active_set_qp`` on Q_WW = K_WW (+ (λ/2)I for the squared hinge) of a working set W,
+  coordinates outside W held at 0, W grown by the worst violators of the optimality of αᵢ = 0 and shrunk to the
+  support — with the columns K[:, W] gathered from
   the cluster (:func:`ntkref._engines.dask._graphs.columns`, only the columns not held already).  α is supported on W, so
   g = Kα = K[:, W]·α_W and the duality gap and the optimality test over all n need no other entry of K.  Stops on
-  the relative duality gap of ``machines.solve`` (``_primal_from_g``/``_dual_from_g``).  Memory on the client:
+  the relative duality gap of ``machines.solve`` (``_duality.primal_from_g``/``dual_from_g``).  Memory on the client:
   n·|W| float64 (the gathered columns; up to about three times that transiently while the held columns are
   updated, the old set, the new columns and their concatenation alive together: measured peak 70.7 MB at
   n = 1 500, |W| = 1 499 with the synchronous scheduler, where n·|W| is 18 MB and K itself, on the client there,
@@ -29,7 +30,7 @@ one is active) — and the vectors (n floats, float64) live on the client:
   the whole K in float64 — the working-set method bounds memory only through the support.
 - **hard margin** (:func:`hard_margin_svm`): ``machines.hard_margin_svm``'s soft-margin path, each C by
   :func:`_working_set_qp` warm-started from the previous α, the gathered columns kept from one C to the next.
-- **logistic** (:func:`_newton_cg`): the damped Newton method of ``machines._logistic_newton`` (Armijo search on
+- **logistic** (:func:`_newton_cg`): the damped Newton method of ``machines._solve._logistic_newton`` (Armijo search on
   the primal, the same duality-gap test, one more "polishing" Newton step once it passes) with the Newton system
   (λI + DK)Δ = −r (r = λα + l′(Kα), ∇_α P = Kr, D = diag l″(Kα)) solved inexactly by conjugate gradients in the
   inner product ⟨u, v⟩_K = uᵀKv (:func:`_newton_step_cg`).  There λI + DK is self-adjoint positive: this is CG
@@ -56,9 +57,9 @@ from dataclasses import dataclass
 
 import array_api_compat
 
-from ... import _boxqp, _gram
-from ... import dynamics as _dyn
+from ...dynamics import _discrete, _trajectory
 from ... import machines as _m
+from ...machines import _boxqp, _duality, _gram, _solve
 from ..._lib.backend import is_array, to_numpy
 from ..._lib.validation import InvalidParameterError, check_array, check_int, check_option, check_real
 from ...krr import solve_cg
@@ -173,7 +174,7 @@ def _check_psd_option(check_psd, caller):
 
 
 def check_gram(K, caller=_CALLER, sym_tol=None):
-    """``ntkref._gram._check_gram`` for a square Dask K, without the PSD test: returns (K, max|K|, ‖K‖_F).
+    """``ntkref.machines._gram.check_gram`` for a square Dask K, without the PSD test: returns (K, max|K|, ‖K‖_F).
 
     One graph over the blocks on and above the diagonal (each with its mirror); K symmetric within
     ``sym_tol``·max|K| (default √eps, as ``machines``; ``dynamics`` uses 100·eps) is replaced by the lazy (K + Kᵀ)/2.
@@ -214,11 +215,11 @@ def _eps(K):
 
 
 def psd_test(K, fro, caller=_CALLER):
-    """``ntkref._gram._check_psd(method="lanczos")`` on a Dask K: 40 products :func:`ntkref._engines.dask._graphs.symmetric_matvec`.
+    """``ntkref.machines._gram.refuse_indefinite(method="lanczos")`` on a Dask K: 40 products :func:`ntkref._engines.dask._graphs.symmetric_matvec`.
 
     Refuses K (an error naming it) only with a proof: a vector u with uᵀKu/uᵀu < −δ, δ = n·eps·‖K‖_F (eps of K's
     dtype; the products accumulate in float64, so |fl(uᵀKu) − uᵀKu| ≤ δ‖u‖²).  Acceptance is the probabilistic
-    statement of ``ntkref._gram._check_psd``.
+    statement of ``ntkref.machines._gram.refuse_indefinite``.
     """
     n = K.shape[0]
     if not math.isfinite(fro):
@@ -229,8 +230,8 @@ def psd_test(K, fro, caller=_CALLER):
     if fro == 0:  # K = 0 is PSD
         return
     delta = n * _eps(K) * fro
-    _gram._lanczos_test(lambda v: _graphs.symmetric_matvec(K, v), _np().zeros(n), min(n, _gram._LANCZOS_STEPS), delta,
-                     _xp(), "K", caller)
+    _gram.lanczos_test(lambda v: _graphs.symmetric_matvec(K, v), _np().zeros(n), min(n, _gram.LANCZOS_STEPS), delta,
+                       _xp(), "K", caller)
 
 
 def _host_vector(v, name, n, caller):
@@ -246,12 +247,12 @@ def _host_vector(v, name, n, caller):
 
 
 def _finite_or_error(kmax, K_dtype, y, lam, primal, dual, kkt, alpha):
-    """``machines._check_finite_solution`` with K known by its largest entry (the one number its message uses)."""
+    """``machines._duality.check_finite_solution`` with K known by its largest entry (the one number its message uses)."""
     np = _np()
     values = [primal, dual, primal - dual, kkt]
     if not all(math.isfinite(v) for v in values) or not np.all(np.isfinite(alpha)):
         stand_in = np.asarray([kmax], dtype=np.dtype(K_dtype) if np.dtype(K_dtype).kind == "f" else np.float64)
-        raise _m._overflow_error(_CALLER, "objective, duality gap or solution", stand_in, y, lam, _xp())
+        raise _duality.overflow_error(_CALLER, "objective, duality gap or solution", stand_in, y, lam, _xp())
 
 
 # ------------------------------------------------------------------------------------- QP losses
@@ -288,7 +289,7 @@ class _Columns:
 
 
 def _working_set_qp(cols, y, lo, hi, eps, shift, gap_fn, tol, max_iter, diag_max, chunk, alpha0=None):
-    """``ntkref._boxqp._chunked_qp`` with K[:, W] gathered by ``cols`` (module docstring); the same decisions,
+    """``ntkref.machines._boxqp.chunked_qp`` with K[:, W] gathered by ``cols`` (module docstring); the same decisions,
     the same warm start from a nonzero ``alpha0`` (W = its support).
 
     Returns (alpha, g, inner iterations, converged).
@@ -313,7 +314,7 @@ def _working_set_qp(cols, y, lo, hi, eps, shift, gap_fn, tol, max_iter, diag_max
         Qw = C[idx, :]
         if shift:
             Qw = Qw + shift * np.eye(m)
-        a, its, _exact = _boxqp._active_set_qp(Qw, y[idx], lo[idx], hi[idx], eps, alpha[idx], max_iter, xp,
+        a, its, _exact = _boxqp.active_set_qp(Qw, y[idx], lo[idx], hi[idx], eps, alpha[idx], max_iter, xp,
                                                tight=tight)
         total += its
         alpha = np.zeros(n)
@@ -328,13 +329,13 @@ def _working_set_qp(cols, y, lo, hi, eps, shift, gap_fn, tol, max_iter, diag_max
         if m < n:
             # optimality of αᵢ = 0 for i outside W: the prox step from 0 must stay at 0
             step = -tau * (g + shift * alpha - y)
-            viol = np.abs(np.minimum(np.maximum(_boxqp._soft(step, tau * eps, xp) if eps else step, lo), hi))
+            viol = np.abs(np.minimum(np.maximum(_boxqp.soft(step, tau * eps, xp) if eps else step, lo), hi))
             out = np.where(inW, 0.0, viol)
             n_viol = int(np.sum(out > 0))
         if n_viol == 0:
             if tight:
                 return alpha, g, total, False
-            tight = True  # the refinement of _boxqp._chunked_qp: W again with the tight threshold
+            tight = True  # the refinement of _boxqp.chunked_qp: W again with the tight threshold
             continue
         k = int(min(n_viol, max(chunk, m)))
         thr = np.sort(out)[n - k]
@@ -345,13 +346,13 @@ def _working_set_qp(cols, y, lo, hi, eps, shift, gap_fn, tol, max_iter, diag_max
 
 
 def _qp_kkt(alpha, g, y, loss, lam_sum, diag_max):
-    """``machines._kkt_residual`` for the QP losses: ‖α − prox(α − τ∇q)‖∞, τ = 1/max Qᵢᵢ."""
+    """``machines._duality.kkt_residual`` for the QP losses: ‖α − prox(α − τ∇q)‖∞, τ = 1/max Qᵢᵢ."""
     np = _np()
     xp = _xp()
-    lo, hi, eps, shift = _m._qp_bounds(y, loss, lam_sum, xp)
+    lo, hi, eps, shift = _duality.qp_bounds(y, loss, lam_sum, xp)
     tau = 1.0 / max(diag_max + shift, 1e-300)
     v = alpha - tau * (g + shift * alpha - y)
-    prox = np.minimum(np.maximum(_boxqp._soft(v, tau * eps, xp) if eps else v, lo), hi)
+    prox = np.minimum(np.maximum(_boxqp.soft(v, tau * eps, xp) if eps else v, lo), hi)
     return float(np.max(np.abs(alpha - prox)))
 
 
@@ -391,7 +392,7 @@ def _newton_step_cg(matvec, lam_sum, d, r, Kr, rtol, max_steps):
 
 
 def _newton_cg(matvec, y, loss, lam_sum, tol, max_iter, max_cg):
-    """``machines._logistic_newton`` with the Newton systems solved by CG (module docstring).
+    """``machines._solve._logistic_newton`` with the Newton systems solved by CG (module docstring).
 
     Returns (alpha, g, Newton iterations, converged, l′(g), K·l′(g), products).
     """
@@ -407,8 +408,8 @@ def _newton_cg(matvec, y, loss, lam_sum, tol, max_iter, max_cg):
         l1 = loss.derivative(g, y)
         Kl1 = matvec(l1)
         products += 1
-        primal = _m._primal_from_g(alpha, g, y, loss, lam_sum, xp)
-        dual = _m._dual_from_g(-l1 / lam_sum, -Kl1 / lam_sum, y, loss, lam_sum, xp)
+        primal = _duality.primal_from_g(alpha, g, y, loss, lam_sum, xp)
+        dual = _duality.dual_from_g(-l1 / lam_sum, -Kl1 / lam_sum, y, loss, lam_sum, xp)
         done = primal - dual <= tol * max(1.0, primal)
         if done and polished:
             return alpha, g, it - 1, True, l1, Kl1, products
@@ -428,7 +429,7 @@ def _newton_cg(matvec, y, loss, lam_sum, tol, max_iter, max_cg):
             polished = True
             if slope < 0:
                 a_t, g_t = alpha + delta, g + Kd
-                if _m._primal_from_g(a_t, g_t, y, loss, lam_sum, xp) <= primal:
+                if _duality.primal_from_g(a_t, g_t, y, loss, lam_sum, xp) <= primal:
                     alpha, g = a_t, g_t
             continue
         if not slope < 0:
@@ -436,7 +437,7 @@ def _newton_cg(matvec, y, loss, lam_sum, tol, max_iter, max_cg):
         t = 1.0
         for _ in range(60):
             a_t, g_t = alpha + t * delta, g + t * Kd
-            if _m._primal_from_g(a_t, g_t, y, loss, lam_sum, xp) <= primal + 1e-4 * t * slope:
+            if _duality.primal_from_g(a_t, g_t, y, loss, lam_sum, xp) <= primal + 1e-4 * t * slope:
                 break
             t *= 0.5
         else:
@@ -445,8 +446,8 @@ def _newton_cg(matvec, y, loss, lam_sum, tol, max_iter, max_cg):
     l1 = loss.derivative(g, y)
     Kl1 = matvec(l1)
     products += 1
-    primal = _m._primal_from_g(alpha, g, y, loss, lam_sum, xp)
-    dual = _m._dual_from_g(-l1 / lam_sum, -Kl1 / lam_sum, y, loss, lam_sum, xp)
+    primal = _duality.primal_from_g(alpha, g, y, loss, lam_sum, xp)
+    dual = _duality.dual_from_g(-l1 / lam_sum, -Kl1 / lam_sum, y, loss, lam_sum, xp)
     return alpha, g, it, primal - dual <= tol * max(1.0, primal), l1, Kl1, products
 
 
@@ -461,8 +462,8 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
     relative duality gap (default 1e-10; the squared loss: CG's relative residual, default 1e-8).
     """
     np = _np()
-    loss = _m._get_loss(loss, _CALLER)
-    check_option(reduction, "reduction", _m.REDUCTIONS, caller=_CALLER)
+    loss = _duality.get_loss(loss, _CALLER)
+    check_option(reduction, "reduction", _duality.REDUCTIONS, caller=_CALLER)
     if loss.name != "squared" and cg:
         raise InvalidParameterError(f"{_CALLER} on a Dask Gram: {sorted(cg)} apply to the squared loss only.")
     if loss.name == "squared" and chunk is not None:
@@ -472,7 +473,7 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
     n = K.shape[0]
     y = _host_vector(y, "y", n, _CALLER)
     y = np.asarray(loss.check_targets(y, "y", caller=_CALLER), dtype=np.float64)
-    lam = _m._check_lam(lam, loss, _CALLER, allow_zero=False)
+    lam = _duality.check_lam(lam, loss, _CALLER, allow_zero=False)
     if psd:  # last: the only check costlier than one pass over K
         psd_test(K, fro, _CALLER)
     if loss.name == "squared":
@@ -485,13 +486,13 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
         chunk = check_int(chunk, "chunk", caller=_CALLER, low=1)
     xp = _xp()
     extra = {}
-    if loss.name in _m._QP_LOSSES:
+    if loss.name in _duality.QP_LOSSES:
         max_iter = max(1000, 10 * n) if max_iter is None else max_iter
-        lo, hi, eps, shift = _m._qp_bounds(y, loss, lam_sum, xp)
+        lo, hi, eps, shift = _duality.qp_bounds(y, loss, lam_sum, xp)
         diag_max = float(np.max(_graphs.diagonal(K)))
 
         def gap_fn(a, g):
-            return (_m._primal_from_g(a, g, y, loss, lam_sum, xp), _m._dual_from_g(a, g, y, loss, lam_sum, xp))
+            return (_duality.primal_from_g(a, g, y, loss, lam_sum, xp), _duality.dual_from_g(a, g, y, loss, lam_sum, xp))
 
         cols = _Columns(K)
         alpha, g, its, conv = _working_set_qp(cols, y, lo, hi, eps, shift, gap_fn, tol, max_iter, diag_max, chunk)
@@ -505,23 +506,23 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
         alpha, g, its, conv, l1, Kl1, products = _newton_cg(lambda v: _graphs.symmetric_matvec(K, v), y, loss,
                                                             lam_sum, tol, max_iter, min(2 * n, 1000))
         a_dual, g_dual = -l1 / lam_sum, -Kl1 / lam_sum
-        primal = _m._primal_from_g(alpha, g, y, loss, lam_sum, xp)
-        dual = _m._dual_from_g(a_dual, g_dual, y, loss, lam_sum, xp)
+        primal = _duality.primal_from_g(alpha, g, y, loss, lam_sum, xp)
+        dual = _duality.dual_from_g(a_dual, g_dual, y, loss, lam_sum, xp)
         if conv:  # the representer form α = −l′(g)/λ, as machines.solve returns it, if it is certified too
             # (Newton-CG in the K inner product controls λα + l′ only in the K-norm: on a singular K the
             # representer form can be far from the certified iterate; then the iterate is returned)
-            primal_rep = _m._primal_from_g(a_dual, g_dual, y, loss, lam_sum, xp)
+            primal_rep = _duality.primal_from_g(a_dual, g_dual, y, loss, lam_sum, xp)
             if primal_rep - dual <= tol * max(1.0, primal_rep):
                 alpha, g, primal = a_dual, g_dual, primal_rep
         # g afresh (Newton's g was updated step by step) and |K||α|: two more products
         g = _graphs.symmetric_matvec(K, alpha)
-        primal = _m._primal_from_g(alpha, g, y, loss, lam_sum, xp)
+        primal = _duality.primal_from_g(alpha, g, y, loss, lam_sum, xp)
         absKa = _graphs.symmetric_matvec(_graphs._da().abs(K), np.abs(alpha))
         products += 2
         kkt = float(np.max(np.abs(alpha + loss.derivative(g, y) / lam_sum)))
         extra = dict(n_matvec=products)
     _finite_or_error(kmax, K.dtype, y, lam, primal, dual, kkt, alpha)
-    gap_rounding = _m._gap_rounding(alpha, g, absKa, y, loss, lam_sum, primal, dual, xp)  # as machines.solve
+    gap_rounding = _duality.gap_rounding(alpha, g, absKa, y, loss, lam_sum, primal, dual, xp)  # as machines.solve
     conv = conv and primal - dual + gap_rounding <= tol * max(1.0, primal)
     if not conv:
         warnings.warn(
@@ -549,7 +550,7 @@ def hard_margin_svm(K, y, *, tol=None, max_iter=None, C_max=None, check_psd=True
     """
     np = _np()
     caller = "machines.hard_margin_svm"
-    loss = _m._get_loss("hinge", caller)
+    loss = _duality.get_loss("hinge", caller)
     psd = _check_psd_option(check_psd, caller)
     K, kmax, fro = check_gram(K, caller)
     n = K.shape[0]
@@ -573,12 +574,12 @@ def hard_margin_svm(K, y, *, tol=None, max_iter=None, C_max=None, check_psd=True
                                            chunk, alpha0=alpha0)
         return alpha, g, its
 
-    alpha, g, _, _, its_total = _m._soft_margin_path(solve_c, y, scale, C_max, caller, xp)
+    alpha, g, _, _, its_total = _solve.soft_margin_path(solve_c, y, scale, C_max, caller, xp)
     norm2 = float(alpha @ g)
     primal, dual = 0.5 * norm2, float(y @ alpha) - 0.5 * norm2
     infeas = max(0.0, 1.0 - float(np.min(y * g)))
     _finite_or_error(kmax, K.dtype, y, 0.0, primal, dual, infeas, alpha)
-    gap_rounding = _m._hard_margin_rounding(alpha, np.abs(cols.C) @ np.abs(alpha[cols.idx]), norm2, dual, xp)
+    gap_rounding = _duality.hard_margin_rounding(alpha, np.abs(cols.C) @ np.abs(alpha[cols.idx]), norm2, dual, xp)
     conv = primal - dual + gap_rounding <= tol * max(1.0, primal) and infeas <= math.sqrt(tol)
     if not conv:
         warnings.warn(f"{caller} on the Dask Gram: gap {primal - dual:.3g} (+ its rounding estimate "
@@ -612,7 +613,7 @@ def subgradient_descent(K, y, loss, lam, lr, steps, *, batch_size=None, seed=Non
     np = _np()
     xp = _xp()
     caller = "subgradient_descent"
-    loss = _m._get_loss(loss, caller)
+    loss = _duality.get_loss(loss, caller)
     lam = check_real(lam, "lam", caller=caller, low=0.0)
     lr = check_real(lr, "lr", caller=caller, low=0.0, high=None if lam == 0 else 1.0 / lam, closed="neither")
     steps = check_int(steps, "steps", caller=caller, low=0)
@@ -626,22 +627,22 @@ def subgradient_descent(K, y, loss, lam, lr, steps, *, batch_size=None, seed=Non
         v = v.compute() if _graphs.is_dask(v) else v
         return to_numpy(v) if is_array(v) else v
 
-    y = _dyn._check_targets(loss, host(y), n, caller, xp, np.float64)
-    g0 = _dyn._check_vector(host(g0), "g0", n, caller, xp, np.float64)
-    alpha0 = _dyn._check_vector(host(alpha0), "alpha0", n, caller, xp, np.float64)
-    if _graphs.is_dask(K_test):  # the checks of dynamics._check_test, without reading K_test
+    y = _trajectory.check_targets(loss, host(y), n, caller, xp, np.float64)
+    g0 = _trajectory.check_vector(host(g0), "g0", n, caller, xp, np.float64)
+    alpha0 = _trajectory.check_vector(host(alpha0), "alpha0", n, caller, xp, np.float64)
+    if _graphs.is_dask(K_test):  # the checks of dynamics._trajectory.check_test, without reading K_test
         if K_test.ndim != 2 or K_test.shape[1] != n:
             raise InvalidParameterError(f"The 'K_test' parameter of {caller} must have shape (m, {n}); got "
                                         f"{tuple(K_test.shape)}.")
         if g0 is not None and g0_test is None:
             raise InvalidParameterError(f"{caller}: 'g0' is given, so 'g0_test' (the initial outputs on the test "
                                         "points) is needed too.")
-        g0_test = _dyn._check_vector(host(g0_test), "g0_test", K_test.shape[0], caller, xp, np.float64)
+        g0_test = _trajectory.check_vector(host(g0_test), "g0_test", K_test.shape[0], caller, xp, np.float64)
     else:
-        K_test, g0_test = _dyn._check_test(host(K_test), g0, host(g0_test), n, caller, xp, np.float64)
-    c, cb, batch_size, rng = _dyn._sgd_schedule(g0, decay, reduction, n, steps, record_every, K_test,
-                                                record_subgradients, batch_size, seed, caller, y,
-                                                "record fewer steps (a larger record_every)")
+        K_test, g0_test = _trajectory.check_test(host(K_test), g0, host(g0_test), n, caller, xp, np.float64)
+    c, cb, batch_size, rng = _discrete.sgd_schedule(g0, decay, reduction, n, steps, record_every, K_test,
+                                                    record_subgradients, batch_size, seed, caller, y,
+                                                    "record fewer steps (a larger record_every)")
     if psd:  # last: the costliest check
         psd_test(K, fro, caller)
     d = 1.0 - lr * lam
@@ -657,7 +658,7 @@ def subgradient_descent(K, y, loss, lam, lr, steps, *, batch_size=None, seed=Non
         if k == steps:
             break
         g = w * g0_ + (_graphs.symmetric_matvec(K, alpha) if np.any(alpha) else np.zeros(n))
-        lp = _dyn._lprime(loss, g, y, xp)
+        lp = _trajectory.lprime(loss, g, y, xp)
         if batch_size is None:
             s = cb * lp
             alpha = d * alpha - lr * s
@@ -682,9 +683,9 @@ def subgradient_descent(K, y, loss, lam, lr, steps, *, batch_size=None, seed=Non
             g_test = alpha_arr @ K_test.T
         if g0_test is not None:
             g_test = g_test + warr[:, None] * g0_test[None, :]
-    _dyn._check_diverged(caller, loss, lr, lam, c if batch_size is None else cb, xp,
-                         alpha_arr, g_train, g_test, *(subs[-1:] if record_subgradients else []))
-    return _dyn.Trajectory(
+    _discrete.check_diverged(caller, loss, lr, lam, c if batch_size is None else cb, xp,
+                             alpha_arr, g_train, g_test, *(subs[-1:] if record_subgradients else []))
+    return _trajectory.Trajectory(
         times=np.asarray([lr * k for k in rec_k]), g_train=g_train, g_test=g_test, alpha=alpha_arr, g0_weight=warr,
         method="subgradient" if batch_size is None else "sgd", steps=np.asarray(rec_k),
         subgradients=(np.stack(subs) if subs else np.zeros((0, n))) if record_subgradients else None,

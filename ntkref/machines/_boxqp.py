@@ -1,9 +1,13 @@
 """Exact active-set solver of box-constrained convex QPs, the duals of the kernel machines of seed 000 eq. (7).
 
-min_a ½aᵀQa − bᵀa + ε‖a‖₁ over lo ≤ a ≤ hi (Q PSD): :func:`_active_set_qp` on one working set,
-:func:`_chunked_qp` over all n coordinates by working sets with shrinking, stopping on the caller's duality gap.
-Everything runs in Q's namespace on Q's device; the decisions are batched host reads (:func:`ntkref._gram._read`).
-:mod:`ntkref.machines` builds the QPs (bounds, gaps) and the certificates.
+min_a ½aᵀQa − bᵀa + ε‖a‖₁ over lo ≤ a ≤ hi (Q PSD): :func:`active_set_qp` on one working set,
+:func:`chunked_qp` over all n coordinates by working sets with shrinking, stopping on the caller's duality gap.
+Everything runs in Q's namespace on Q's device; the decisions are batched host reads
+(:func:`ntkref.machines._gram.read`).  :mod:`ntkref.machines._duality` builds the QPs (bounds, gaps) and the
+certificates, :mod:`ntkref.machines._solve` calls :func:`chunked_qp`.
+
+:func:`active_set_qp` and :func:`soft` (the ε-soft-thresholding of the prox step) are also used by the Dask engine
+(ntkref/_engines/dask/_machines.py), which runs the same chunking on gathered columns.
 """
 from __future__ import annotations
 
@@ -11,9 +15,9 @@ import math
 
 import array_api_compat
 
-from ._lib import compat as _compat
-from ._lib.backend import device_of
-from ._gram import _eps, _eye, _read
+from .._lib import compat as _compat
+from .._lib.backend import device_of
+from . import _gram
 
 # --------------------------------------------------------------------------- array helpers
 
@@ -47,11 +51,11 @@ def _scatter_idx(idx, values, n, xp):
     return xp.where(xp.take(idx, j) == xp.astype(pos, idx.dtype), xp.take(values, j), out)
 
 
-def _soft(v, thr, xp):
+def soft(v, thr, xp):
     return xp.sign(v) * xp.maximum(xp.abs(v) - thr, 0.0)
 
 
-def _solve_vec(A, b, xp):
+def solve_vec(A, b, xp):
     x = _compat.lu_solve_small(A, b, xp)  # NumPy: LAPACK gesv directly (the wrappers cost more than the solve)
     return x if x is not None else xp.linalg.solve(A, b[:, None])[:, 0]
 
@@ -76,21 +80,21 @@ def _face_direction(Qff, r, xp, qmax=None):
     """
     m = Qff.shape[0]
     try:  # exact solve first (LU, backward stable)
-        d = _solve_vec(Qff, r, xp)
-        res, qmax, dmax, rmax, rd = _read(xp, xp.max(xp.abs(Qff @ d - r)),
-                                          xp.max(xp.abs(Qff)) if qmax is None else qmax,
-                                          xp.max(xp.abs(d)), xp.max(xp.abs(r)), xp.sum(r * d))
+        d = solve_vec(Qff, r, xp)
+        res, qmax, dmax, rmax, rd = _gram.read(xp, xp.max(xp.abs(Qff @ d - r)),
+                                               xp.max(xp.abs(Qff)) if qmax is None else qmax,
+                                               xp.max(xp.abs(d)), xp.max(xp.abs(r)), xp.sum(r * d))
         # NaN (CuPy's singular solve) fails every comparison below
-        if res <= 1e3 * m * _eps(Qff.dtype, xp) * (qmax * dmax + rmax) and rd > 0:
+        if res <= 1e3 * m * _gram.machine_eps(Qff.dtype, xp) * (qmax * dmax + rmax) and rd > 0:
             return d, True
     except Exception:  # numpy/array_api_strict LinAlgError for an exactly singular Q_FF
         pass
-    w, V = _compat_eigh(Qff, xp)
+    w, V = _compat.eigh(Qff, xp)
     c = xp.matrix_transpose(V) @ r
-    wmax, = _read(xp, xp.max(xp.abs(w)))
-    keep = w > m * _eps(Qff.dtype, xp) * wmax
+    wmax, = _gram.read(xp, xp.max(xp.abs(w)))
+    keep = w > m * _gram.machine_eps(Qff.dtype, xp) * wmax
     null = xp.where(keep, 0.0, c)
-    nn, nc = _read(xp, xp.linalg.vector_norm(null), xp.linalg.vector_norm(c))
+    nn, nc = _gram.read(xp, xp.linalg.vector_norm(null), xp.linalg.vector_norm(c))
     if nn > 1e-8 * nc:
         return V @ null, False  # Q_FF·d = 0 and rᵀd = ‖P_null r‖² > 0: q decreases linearly
     return V @ xp.where(keep, c / xp.where(keep, w, 1.0), 0.0), True
@@ -99,7 +103,7 @@ def _face_direction(Qff, r, xp, qmax=None):
 _LINE_STEPS = 8  # projected search along the arc P(a + t·d), t = 1, 1/2, …, 1/128, in one batch
 
 
-def _active_set_qp(Q, b, lo, hi, eps, a, max_iter, xp, tight=False):
+def active_set_qp(Q, b, lo, hi, eps, a, max_iter, xp, tight=False):
     """Minimise q(a) = ½aᵀQa − bᵀa + ε‖a‖₁ over lo ≤ a ≤ hi (Q PSD), from feasible ``a``.
 
     A primal active-set method.  Coordinates are *fixed* at a breakpoint
@@ -119,13 +123,13 @@ def _active_set_qp(Q, b, lo, hi, eps, a, max_iter, xp, tight=False):
     A slope counts as a violation above a rounding threshold: 1e3·m·eps·(L·max|a| + max|b| + ε)
     (L = max row sum of |Q|), safe against the drift of the incrementally updated Qa; with ``tight``, the
     per-coordinate 16·√m·eps·((|Q||a|)ᵢ + |bᵢ| + ε) on a freshly computed Qa, orders of magnitude smaller
-    when |a| is large on few coordinates (the caller's refinement, :func:`_chunked_qp`).
+    when |a| is large on few coordinates (the caller's refinement, :func:`chunked_qp`).
 
     Everything runs in Q's namespace on Q's device; the decisions are a few batched host reads
-    per iteration (:func:`_read`).  Returns (a, iterations, exact_stop).
+    per iteration (:func:`ntkref.machines._gram.read`).  Returns (a, iterations, exact_stop).
     """
     m = Q.shape[0]
-    dtype_eps = _eps(Q.dtype, xp)
+    dtype_eps = _gram.machine_eps(Q.dtype, xp)
     dev = device_of(Q)
     zero = xp.zeros_like(b)
     if eps:
@@ -135,7 +139,7 @@ def _active_set_qp(Q, b, lo, hi, eps, a, max_iter, xp, tight=False):
         free = (a != lo) & (a != hi)
         s = zero
     Qa = Q @ a
-    L, bmax = _read(xp, xp.max(xp.sum(xp.abs(Q), axis=1)), xp.max(xp.abs(b)))
+    L, bmax = _gram.read(xp, xp.max(xp.sum(xp.abs(Q), axis=1)), xp.max(xp.abs(b)))
     qdiag = xp.linalg.diagonal(Q)  # for PSD Q, max|Q_FF| = max over F of Q_ii (|Q_ij| ≤ √(Q_ii Q_jj))
     steps = xp.asarray([0.5**j for j in range(_LINE_STEPS)], dtype=Q.dtype, device=dev)
     big = xp.asarray(math.inf, dtype=Q.dtype, device=dev)
@@ -153,7 +157,7 @@ def _active_set_qp(Q, b, lo, hi, eps, a, max_iter, xp, tight=False):
             d = _scatter_idx(idx, d_f, m, xp)
             target = a + d
             proj = xp.minimum(xp.maximum(target, plo), phi)
-            moved, clipped = _read(xp, xp.any(d != 0), xp.any(proj != target))
+            moved, clipped = _gram.read(xp, xp.any(d != 0), xp.any(proj != target))
             if not moved:
                 at_min = True
             elif is_newton and not clipped:
@@ -167,7 +171,7 @@ def _active_set_qp(Q, b, lo, hi, eps, a, max_iter, xp, tight=False):
                     QP = Q @ P
                     lower = xp.astype(_qp_obj(P, QP, b[:, None], eps, xp) < q0, xp.int32)
                     # the first accepted step (argmax returns the first maximum), if any: one host read
-                    j, accepted = _read(xp, xp.argmax(lower), xp.max(lower))
+                    j, accepted = _gram.read(xp, xp.argmax(lower), xp.max(lower))
                     j = int(j)
                 if accepted:
                     proj, target = P[:, j], a + steps[j] * d
@@ -176,7 +180,7 @@ def _active_set_qp(Q, b, lo, hi, eps, a, max_iter, xp, tight=False):
                 else:  # ratio test: longest step along d inside the pieces
                     room = xp.where(d > 0, phi - a, xp.where(d < 0, plo - a, big))
                     ratio = xp.where(d != 0, room / xp.where(d != 0, d, 1.0), big)
-                    t, = _read(xp, xp.min(ratio))
+                    t, = _gram.read(xp, xp.min(ratio))
                     if is_newton:
                         t = min(t, 1.0)
                     if not math.isfinite(t):
@@ -208,7 +212,7 @@ def _active_set_qp(Q, b, lo, hi, eps, a, max_iter, xp, tight=False):
         else:
             thr = 1e3 * m * dtype_eps * (L * xp.max(xp.abs(a)) + bmax + eps)
         viol = xp.where(free, 0.0, xp.maximum(-up, -down))
-        n_viol, = _read(xp, xp.sum(xp.astype(viol > thr, xp.int64)))
+        n_viol, = _gram.read(xp, xp.sum(xp.astype(viol > thr, xp.int64)))
         if n_viol == 0:
             return a, it, True
         # release many at once while the face systems are nonsingular (few SVs: few rounds);
@@ -223,13 +227,7 @@ def _active_set_qp(Q, b, lo, hi, eps, a, max_iter, xp, tight=False):
     return a, max_iter, False
 
 
-def _compat_eigh(a, xp):
-    from ._lib.compat import eigh
-
-    return eigh(a, xp)
-
-
-def _support_matvec(K, alpha, xp, absolute=False):
+def support_matvec(K, alpha, xp, absolute=False):
     """g = Kα from the rows of the support S of α only (|S|·n entries read; K is symmetric), in α's dtype;
     ``absolute``: |K||α| instead (the scale of the rounding of Kα).
 
@@ -246,11 +244,11 @@ def _support_matvec(K, alpha, xp, absolute=False):
     return xp.abs(a) @ xp.abs(rows) if absolute else a @ rows
 
 
-def _chunked_qp(K, y, lo, hi, eps, shift, gap_fn, tol, max_iter, xp, alpha0=None, chunk=None):
+def chunked_qp(K, y, lo, hi, eps, shift, gap_fn, tol, max_iter, xp, alpha0=None, chunk=None):
     """Box QP over all n coordinates: exact active-set solves on a working set W (chunking with shrinking).
 
     Coordinates outside W are held at 0 (always feasible).  Each round solves the QP on W
-    exactly (:func:`_active_set_qp`, warm-started from the previous α and its free set), computes
+    exactly (:func:`active_set_qp`, warm-started from the previous α and its free set), computes
     g = Kα from the rows of the support only (|S|·n, not n²), evaluates the duality gap of the full
     problem, and tests the optimality of αᵢ = 0 outside W with one prox step (KKT).  The next W is
     W, plus the worst violators outside W (at least ``chunk``, at most |W| of them); once |W| exceeds
@@ -258,7 +256,7 @@ def _chunked_qp(K, y, lo, hi, eps, shift, gap_fn, tol, max_iter, xp, alpha0=None
     adds a violator lowers the objective strictly (a violator is a descent direction), so no working set repeats and the loop ends; the gap
     certifies the result.  If W's solve passes its (coarse, drift-safe) rounding threshold with no violator
     outside W but the gap is still above tol, the solves continue with the tight per-coordinate threshold of
-    :func:`_active_set_qp` (measured: a rank-20 linear kernel, n = 500, ε-insensitive, λ = 0.001 stopped at
+    :func:`active_set_qp` (measured: a rank-20 linear kernel, n = 500, ε-insensitive, λ = 0.001 stopped at
     relative gap 8e-7 with the coarse one, and reaches 1e-12 after 2 more iterations with the tight one).
     All matrix work is in K's namespace on K's device; the host reads O(1) scalars and the working-set size
     per round.  Returns (alpha, g, total inner iterations, converged).
@@ -272,9 +270,9 @@ def _chunked_qp(K, y, lo, hi, eps, shift, gap_fn, tol, max_iter, xp, alpha0=None
     n = K.shape[0]
     dev = device_of(K)
     zero = xp.zeros_like(y)
-    tau = 1.0 / max(_read(xp, xp.max(xp.linalg.diagonal(K)))[0] + shift, 1e-300)
+    tau = 1.0 / max(_gram.read(xp, xp.max(xp.linalg.diagonal(K)))[0] + shift, 1e-300)
     chunk = chunk or min(n, 64)  # measured at n = 1 700: 12% faster than 128; no difference at n = 6 000
-    if alpha0 is None or not _read(xp, xp.any(alpha0 != 0))[0]:
+    if alpha0 is None or not _gram.read(xp, xp.any(alpha0 != 0))[0]:
         alpha = zero
         inW = xp.arange(n, device=dev) % max(n // chunk, 1) == 0 if chunk < n else xp.ones(n, dtype=xp.bool, device=dev)
     else:
@@ -286,15 +284,15 @@ def _chunked_qp(K, y, lo, hi, eps, shift, gap_fn, tol, max_iter, xp, alpha0=None
         idx = xp.nonzero(inW)[0]
         m = idx.shape[0]
         Qw = _compat.submatrix(K, idx, xp) if m < n else K
-        if Qw.dtype != y.dtype:  # a float32 K: the arithmetic in y's precision (float64), see _support_matvec
+        if Qw.dtype != y.dtype:  # a float32 K: the arithmetic in y's precision (float64), see support_matvec
             Qw = xp.astype(Qw, y.dtype)
         if shift:
-            Qw = Qw + shift * _eye(m, Qw, xp)
-        a, its, _exact = _active_set_qp(Qw, xp.take(y, idx), xp.take(lo, idx), xp.take(hi, idx), eps,
-                                        xp.take(alpha, idx), max_iter, xp, tight=tight)
+            Qw = Qw + shift * _gram.eye(m, Qw, xp)
+        a, its, _exact = active_set_qp(Qw, xp.take(y, idx), xp.take(lo, idx), xp.take(hi, idx), eps,
+                                       xp.take(alpha, idx), max_iter, xp, tight=tight)
         total += its
         alpha = _scatter_idx(idx, a, n, xp)
-        g = _support_matvec(K, alpha, xp)
+        g = support_matvec(K, alpha, xp)
         primal, dual = gap_fn(alpha, g)
         if primal - dual <= tol * max(1.0, primal):
             return alpha, g, total, True
@@ -302,9 +300,9 @@ def _chunked_qp(K, y, lo, hi, eps, shift, gap_fn, tol, max_iter, xp, alpha0=None
         if m < n:
             # optimality of αᵢ = 0 for i outside W: the prox step from 0 must stay at 0
             step = -tau * (g + shift * alpha - y)
-            viol = xp.abs(xp.minimum(xp.maximum(_soft(step, tau * eps, xp) if eps else step, lo), hi))
+            viol = xp.abs(xp.minimum(xp.maximum(soft(step, tau * eps, xp) if eps else step, lo), hi))
             out = xp.where(inW, 0.0, viol)
-            n_viol, = _read(xp, xp.sum(xp.astype(out > 0, xp.int64)))
+            n_viol, = _gram.read(xp, xp.sum(xp.astype(out > 0, xp.int64)))
         if n_viol == 0:
             if tight:
                 return alpha, g, total, False
@@ -315,7 +313,7 @@ def _chunked_qp(K, y, lo, hi, eps, shift, gap_fn, tol, max_iter, xp, alpha0=None
         k = int(min(n_viol, max(chunk, m)))
         thr = xp.sort(out)[n - k]
         # shrinking: once W is large against the support, its zeros (optimal at 0) leave it
-        n_sv, = _read(xp, xp.sum(xp.astype(alpha != 0, xp.int64)))
+        n_sv, = _gram.read(xp, xp.sum(xp.astype(alpha != 0, xp.int64)))
         keep = (alpha != 0) if m > 2 * (n_sv + chunk) else inW
         inW = keep | ((out >= thr) & (out > 0))
     return alpha, g, total, False

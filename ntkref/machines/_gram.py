@@ -2,23 +2,28 @@
 :class:`CheckedGram`, a Gram checked once for many fits.
 
 Symmetric to max|K − Kᵀ| ≤ √eps·max|K| (then symmetrised); positive semidefinite to λ_min(K) ≥ −δ,
-δ = n·eps·‖K‖_F, by a Cholesky certificate of K + δI or a one-sided Lanczos test (:func:`_check_psd`, with the
-bounds).  :mod:`ntkref.machines` documents the conventions and re-exports ``checked_gram`` and ``CheckedGram``;
-the Dask solvers share the Lanczos test (:func:`_lanczos_test` takes a mat-vec operator).
+δ = n·eps·‖K‖_F, by a Cholesky certificate of K + δI or a one-sided Lanczos test (:func:`refuse_indefinite`, with
+the bounds).  :mod:`ntkref.machines` documents the conventions and re-exports ``checked_gram`` and ``CheckedGram``.
+Also the small array helpers of the solvers: :func:`read` (device scalars in one host copy), :func:`machine_eps`,
+:func:`eye`, :func:`cholesky_ok`.
+
+:func:`check_gram` is also used by :mod:`ntkref.krr` and :mod:`ntkref.bounds`; ``PSD_METHODS``,
+:func:`lanczos_test` (it takes a mat-vec operator) and ``LANCZOS_STEPS`` are also used by the Dask engine
+(ntkref/_engines/dask/_machines.py), whose solvers share the Lanczos test.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 
-from ._lib import dispatch
-from ._lib import compat as _compat
-from ._lib.backend import device_of, is_array, is_numpy_namespace, namespace, to_numpy
-from ._lib.validation import InvalidParameterError, check_array, check_option, check_square
+from .._lib import dispatch
+from .._lib import compat as _compat
+from .._lib.backend import device_of, is_array, is_numpy_namespace, namespace, to_numpy
+from .._lib.validation import InvalidParameterError, check_array, check_option, check_square
 
 __all__ = ["CheckedGram", "checked_gram"]
 
-def _read(xp, *values):
+def read(xp, *values):
     """Device scalars (0-d arrays, bools or numbers) as Python floats, in ONE host copy.
 
     The solvers' decisions (a ratio, a count, a test) are host reads; on a GPU each is a
@@ -37,27 +42,27 @@ def _read(xp, *values):
 
 
 
-def _eps(dtype, xp):
+def machine_eps(dtype, xp):
     return float(xp.finfo(dtype).eps)
 
 
-def _check_gram(K, caller, *, psd=True, xp=None, name="K"):
+def check_gram(K, caller, *, psd=True, xp=None, name="K"):
     """Square, finite, symmetric (then symmetrised) and, if ``psd``, PSD Gram matrix (``name`` in messages).
 
-    ``psd``: False, True (the certified Cholesky test), or a method of :func:`_check_psd`.
+    ``psd``: False, True (the certified Cholesky test), or a method of :func:`refuse_indefinite`.
     A :class:`CheckedGram` is not checked again (only a stronger PSD test than the one it passed runs).
     """
     if isinstance(K, CheckedGram):
-        _upgrade_psd(K, "cholesky" if psd is True else _psd_method(psd, K.shape[0], caller), caller, name)
+        upgrade_psd(K, "cholesky" if psd is True else psd_method(psd, K.shape[0], caller), caller, name)
         return K.K
     K = check_array(K, name, caller=caller, ndim=2, xp=xp, finite=False)
     xp = namespace(K)
     n = check_square(K, name, caller)
     if _compat.exactly_symmetric_and_finite(K, xp):  # the common case (NumPy), in ~half the time
         if psd:
-            _check_psd(K, caller, name, method="cholesky" if psd is True else _psd_method(psd, n, caller))
+            refuse_indefinite(K, caller, name, method="cholesky" if psd is True else psd_method(psd, n, caller))
         return K
-    eps = _eps(K.dtype, xp)
+    eps = machine_eps(K.dtype, xp)
     # max|K − Kᵀ| over 256×256 tiles of the upper triangle: a whole transposed copy reads
     # memory with stride n and is ~4× slower at n = 2000.  The tile maxima stay on the device and
     # are read with max|K| in one host copy (one synchronisation, not two per tile).  Finiteness
@@ -81,17 +86,17 @@ def _check_gram(K, caller, *, psd=True, xp=None, name="K"):
     if asym > 0:
         K = (K + xp.matrix_transpose(K)) / 2
     if psd:
-        _check_psd(K, caller, name, method="cholesky" if psd is True else _psd_method(psd, n, caller))
+        refuse_indefinite(K, caller, name, method="cholesky" if psd is True else psd_method(psd, n, caller))
     return K
 
 
 _TILE = 256
 PSD_METHODS = ("auto", "cholesky", "lanczos")
 _CHOLESKY_MAX_N = 4096  # "auto": the Cholesky certificate up to this n, the Lanczos test above
-_LANCZOS_STEPS = 40
+LANCZOS_STEPS = 40
 
 
-def _psd_method(check_psd, n, caller):
+def psd_method(check_psd, n, caller):
     """The PSD test ``check_psd`` selects for an n×n K: None (no test), 'cholesky' or 'lanczos'."""
     if check_psd is False or check_psd is None:
         return None
@@ -103,14 +108,14 @@ def _psd_method(check_psd, n, caller):
     return check_psd
 
 
-def _check_psd(K, caller, name="K", method="cholesky"):
+def refuse_indefinite(K, caller, name="K", method="cholesky"):
     r"""Refuse an indefinite K: λ_min(K) below −δ, δ = n·eps·‖K‖_F.
 
     ``method="cholesky"`` (a certificate, O(n³/3)): K is accepted iff the Cholesky factorization of
     K + δI succeeds, i.e. K + δI is numerically positive definite.  It accepts every K with
     λ_min(K) ≥ −δ + O(n·eps·‖K‖) and refuses every K with λ_min(K) < −δ − O(n·eps·‖K‖).
 
-    ``method="lanczos"`` (a one-sided test, ``_LANCZOS_STEPS`` = 40 mat-vecs, O(40·n²)): k Lanczos
+    ``method="lanczos"`` (a one-sided test, ``LANCZOS_STEPS`` = 40 mat-vecs, O(40·n²)): k Lanczos
     steps with full reorthogonalisation from a fixed pseudo-random start give the smallest Ritz value
     θ ≥ λ_min(K) and its Ritz vector u; K is refused iff the Rayleigh quotient uᵀKu/uᵀu, recomputed
     with one more mat-vec, is below −δ.  A refusal is a proof (|fl(uᵀKu) − uᵀKu| ≤ n·eps·‖K‖_F·‖u‖²
@@ -127,10 +132,10 @@ def _check_psd(K, caller, name="K", method="cholesky"):
     """
     xp = namespace(K)
     n = K.shape[0]
-    eps = _eps(K.dtype, xp)
+    eps = machine_eps(K.dtype, xp)
     fro = _compat.frobenius_norm(K, xp)  # no n×n temporary
     if not math.isfinite(fro):
-        kmax, = _read(xp, xp.max(xp.abs(K)))  # (an n×n temporary: only for the message)
+        kmax, = read(xp, xp.max(xp.abs(K)))  # (an n×n temporary: only for the message)
         raise InvalidParameterError(
             f"The {name!r} parameter of {caller} is too large: its Frobenius norm cannot be computed in {K.dtype} "
             "(the squares of its entries overflow) "
@@ -140,19 +145,19 @@ def _check_psd(K, caller, name="K", method="cholesky"):
         return
     delta = n * eps * fro
     if method == "cholesky":
-        if not _cholesky_ok(K, delta, xp):
+        if not cholesky_ok(K, delta, xp):
             raise InvalidParameterError(
                 f"The {name!r} parameter of {caller} must be positive semidefinite: its smallest eigenvalue is below "
                 f"-n*eps*||K||_F = {-delta:.3g} (Cholesky of K + {delta:.3g} I failed). A kernel machine's "
                 "objective is not convex for an indefinite K."
             )
         return
-    _lanczos_test(lambda v: K @ v, K, min(n, _LANCZOS_STEPS), delta, xp, name, caller)
+    lanczos_test(lambda v: K @ v, K, min(n, LANCZOS_STEPS), delta, xp, name, caller)
 
 
-def _lanczos_test(matvec, like, k, delta, xp, name, caller):
+def lanczos_test(matvec, like, k, delta, xp, name, caller):
     """Refuse K (an error naming ``name``) if k Lanczos steps of ``matvec`` find uᵀKu/uᵀu < −δ (see
-    :func:`_check_psd`); ``like`` gives the vectors' namespace, dtype and device (K itself for a dense K, a host
+    :func:`refuse_indefinite`); ``like`` gives the vectors' namespace, dtype and device (K itself for a dense K, a host
     float64 array for the Dask operator)."""
     rho = _lanczos_min(matvec, like, k, delta, xp)
     if rho < -delta:
@@ -165,7 +170,7 @@ def _lanczos_test(matvec, like, k, delta, xp, name, caller):
 
 def _lanczos_min(matvec, like, k, delta, xp):
     """Rayleigh quotient uᵀKu/uᵀu of the smallest Ritz vector u after ≤ k Lanczos steps of the symmetric operator
-    ``matvec`` (see :func:`_check_psd`); vectors of ``like``'s length, dtype and device, in namespace ``xp``.
+    ``matvec`` (see :func:`refuse_indefinite`); vectors of ``like``'s length, dtype and device, in namespace ``xp``.
 
     The Krylov basis and the mat-vecs stay on that device; the host holds the k×k tridiagonal matrix
     (O(k²)) and reads two scalars a step.  Stops early once a Ritz value is below −δ or the Krylov space
@@ -186,7 +191,7 @@ def _lanczos_min(matvec, like, k, delta, xp):
         w = w - c @ V
         c2 = V @ w
         w = w - c2 @ V
-        a_j, b_j, wn = _read(xp, c[j] + c2[j], xp.linalg.vector_norm(w), xp.max(xp.abs(w)))
+        a_j, b_j, wn = read(xp, c[j] + c2[j], xp.linalg.vector_norm(w), xp.max(xp.abs(w)))
         diag.append(a_j)
         T = np.diag(diag) + np.diag(off, 1) + np.diag(off, -1)
         evals, evecs = np.linalg.eigh(T)
@@ -197,21 +202,21 @@ def _lanczos_min(matvec, like, k, delta, xp):
         v = w / b_j
         V = xp.concat([V, xp.reshape(v, (1, n))], axis=0)
     u = xp.asarray(s, dtype=like.dtype, device=dev) @ V
-    num, den = _read(xp, u @ matvec(u), u @ u)
+    num, den = read(xp, u @ matvec(u), u @ u)
     return num / den
 
 
-def _eye(n, like, xp):
+def eye(n, like, xp):
     return xp.eye(n, dtype=like.dtype, device=device_of(like))
 
 
-def _cholesky_ok(K, shift, xp):
+def cholesky_ok(K, shift, xp):
     """Whether K + shift·I is numerically positive definite (Cholesky succeeds)."""
     ok = _compat.cholesky_succeeds(K, shift, xp)
     if ok is not None:
         return ok
     try:
-        L = xp.linalg.cholesky(K + shift * _eye(K.shape[0], K, xp))
+        L = xp.linalg.cholesky(K + shift * eye(K.shape[0], K, xp))
     except Exception:  # numpy/array_api_strict raise LinAlgError, torch its own error
         return False
     return bool(xp.all(xp.isfinite(L)))  # cupy returns NaN instead of raising
@@ -289,24 +294,24 @@ def checked_gram(K, *, check_psd=True):
     """
     caller = "machines.checked_gram"
     if isinstance(K, CheckedGram):
-        method = _psd_method(check_psd, K.shape[0], caller)
-        _upgrade_psd(K, method, caller, "K")
+        method = psd_method(check_psd, K.shape[0], caller)
+        upgrade_psd(K, method, caller, "K")
         return K if _PSD_STRENGTH[method] <= _PSD_STRENGTH[K.psd_test] else CheckedGram(K.K, method, _CHECKED)
     engine = dispatch.checked_gram.lookup(K)
     if engine is not None:  # a Dask K: the engine answers (it refuses: its solvers validate block by block)
         return engine(K, check_psd=check_psd)
     K_in = K
-    K = _check_gram(K, caller, psd=False)
-    method = _psd_method(check_psd, K.shape[0], caller)
+    K = check_gram(K, caller, psd=False)
+    method = psd_method(check_psd, K.shape[0], caller)
     if method:
-        _check_psd(K, caller, method=method)
+        refuse_indefinite(K, caller, method=method)
     xp = namespace(K)
     if K is K_in or not is_numpy_namespace(xp) or getattr(K, "base", None) is not None:
         K = xp.asarray(K, copy=True)  # ntkref's own copy
     return CheckedGram(_compat.read_only(K, xp), method, _CHECKED)
 
 
-def _upgrade_psd(G, method, caller, name):
+def upgrade_psd(G, method, caller, name):
     """Run the PSD test ``method`` on a CheckedGram if it is stronger than the one it passed."""
     if _PSD_STRENGTH[method] > _PSD_STRENGTH[G.psd_test]:
-        _check_psd(G.K, caller, name, method=method)
+        refuse_indefinite(G.K, caller, name, method=method)

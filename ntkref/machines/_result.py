@@ -1,0 +1,145 @@
+r"""The result of a kernel-machine fit: :class:`KernelMachine` (α, its certificate, ``predict``), the
+:class:`ConvergenceWarning` of the solvers, and :func:`predict` and :func:`rkhs_norm` for any α.
+
+g(x) = Σᵢ αᵢ K(x, xᵢ) (seed 000 eq. (7) by the representer theorem, no bias) and ‖β‖_H = √(αᵀKα), β = Σ αᵢ Φ(xᵢ).
+A Dask ``K_test_train`` is predicted by the Dask engine through the ``predict`` seam (ntkref/_lib/dispatch.py).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .._lib import dispatch
+from .._lib.backend import device_of, is_array, is_numpy_namespace, namespace
+from .._lib.validation import InvalidParameterError, check_array
+from . import _duality, _gram
+
+
+class ConvergenceWarning(UserWarning):
+    """A solver stopped before its duality-gap tolerance was met."""
+
+
+
+@dataclass
+class KernelMachine:
+    """An exact kernel-machine solution g(x) = Σᵢ αᵢ K(x, xᵢ) (no bias).
+
+    Attributes
+    ----------
+    alpha_ : array, shape (n,)
+        Coefficients, g = K α on the training points.
+    loss : losses.Loss
+    lam : float
+        λ as given (in the ``reduction`` convention); ``lam_sum`` = λ in the sum convention (7).
+    reduction : {"sum", "mean"}
+    primal_objective, dual_objective, duality_gap : float
+        P(α), D(α̃) and P − D ≥ P(α) − P*, in the ``reduction`` convention (mean = sum / n).
+    kkt_residual : float
+        max |α − α̂| where α̂ = −l′(Kα)/λ is the stationarity fixed point (smooth
+        losses), or the natural residual ‖α − prox(α − τ∇q)‖∞ of the dual QP
+        (τ = 1/max Qᵢᵢ); for the hard margin the primal infeasibility max(0, 1 − min yᵢgᵢ).
+    n_iter : int
+        Newton / active-set iterations (0 for closed forms).
+    converged : bool
+        Whether the duality gap met gap + gap_rounding ≤ tol·max(1, P).
+    gap_rounding : float
+        Estimate of the error of the computed gap from the rounding of g = Kα and of the sums
+        (:func:`ntkref.machines._duality.gap_rounding`; same reduction as the gap).  It matters where |α| ~ 1/λ
+        is large against g: there the computed P and D share the rounded g and their difference cancels.
+    rkhs_norm_ : float
+        √(αᵀKα) = ‖β‖.
+    beta_error_bound : float
+        √(2·(gap_sum + gap_rounding_sum)/λ_sum) ≥ ‖β − β*‖, so |g(x) − g*(x)| ≤ √K(x,x)·beta_error_bound.
+    """
+
+    alpha_: object
+    loss: object
+    lam: float
+    lam_sum: float
+    reduction: str
+    primal_objective: float
+    dual_objective: float
+    duality_gap: float
+    kkt_residual: float
+    n_iter: int
+    converged: bool
+    rkhs_norm_: float
+    train_output_: object = None
+    gap_rounding: float = 0.0
+
+    @property
+    def beta_error_bound(self):
+        if self.lam_sum == 0:
+            return math.nan
+        n = self.alpha_.shape[0]
+        gap_sum = (max(self.duality_gap, 0.0) + self.gap_rounding) * (n if self.reduction == "mean" else 1)
+        return math.sqrt(2 * gap_sum / self.lam_sum)
+
+    def predict(self, K_test_train):
+        """g(x) = Σᵢ αᵢ K(x, xᵢ) for the rows of ``K_test_train`` (shape (m, n)) → shape (m,).
+
+        ``K_test_train`` must live where the machine was fitted (``alpha_``'s array library and device)."""
+        return _predict(self.alpha_, K_test_train, "KernelMachine.predict", "alpha_ (the fitted coefficients)")
+
+    def rkhs_norm(self):
+        """‖β‖ = √(αᵀKα)."""
+        return self.rkhs_norm_
+
+
+
+def predict(alpha, K_test_train):
+    r"""g(x) = Σᵢ αᵢ K(x, xᵢ) for each row x of ``K_test_train`` (shape (m, n)) → shape (m,).
+
+    A Dask ``K_test_train`` gives a lazy Dask result (per block, summed over column chunks)."""
+    return _predict(alpha, K_test_train, "machines.predict", "alpha")
+
+
+def _predict(alpha, K_test_train, caller, alpha_name):
+    engine = dispatch.predict.lookup(K_test_train)
+    if engine is not None:  # a Dask K_test_train: lazy, per block (ntkref/_engines/dask)
+        return engine(alpha, K_test_train)
+    K_test_train = check_array(K_test_train, "K_test_train", caller=caller, ndim=2)
+    xp = namespace(K_test_train)
+    if is_array(alpha) and not is_numpy_namespace(namespace(alpha)) and namespace(alpha) is not xp:
+        raise InvalidParameterError(
+            f"The 'K_test_train' parameter of {caller} comes from another array library than {alpha_name}: "
+            f"pass it in {alpha_name}'s namespace (no implicit conversions)."
+        )
+    if is_array(alpha) and namespace(alpha) is xp and device_of(alpha) != device_of(K_test_train):
+        raise InvalidParameterError(
+            f"The 'K_test_train' parameter of {caller} is on device {device_of(K_test_train)!r} but {alpha_name} "
+            f"is on {device_of(alpha)!r}: move one of them explicitly (no implicit copies between devices)."
+        )
+    alpha = check_array(alpha, alpha_name.split()[0], caller=caller, ndim=1, xp=xp, like=K_test_train)
+    if K_test_train.shape[1] != alpha.shape[0]:
+        raise InvalidParameterError(
+            f"The 'K_test_train' parameter of {caller} must have {alpha.shape[0]} columns (one per "
+            f"training point); got shape {tuple(K_test_train.shape)}."
+        )
+    return K_test_train @ xp.astype(alpha, K_test_train.dtype)
+
+
+def rkhs_norm(alpha, K, *, check_psd=False):
+    r"""‖β‖_H = √(αᵀKα) for β = Σ αᵢ Φ(xᵢ) (negative rounding clamped to 0).
+
+    Computed scale-free (α and K divided by powers of two first), so it is finite and exact to rounding for
+    every finite α and K, e.g. α ~ 1e300 where αᵀKα itself overflows; float32 inputs in float64 arithmetic
+    (the value of the float32 numbers given, as a float32 solve's ``rkhs_norm_``)."""
+    K = _gram.check_gram(K, "machines.rkhs_norm", psd=check_psd)
+    xp = namespace(K)
+    alpha = check_array(alpha, "alpha", caller="machines.rkhs_norm", xp=xp, shape=(K.shape[0],), like=K)
+    alpha, K = _duality.as_float64(xp, alpha, K)  # float32 inputs evaluated in float64, as the objectives
+    # scale-free: α = 2^a·ᾱ, K = 4^k·K̄ (powers of two: exact, so results at ordinary scales are unchanged bit
+    # for bit) and ‖β‖ = 2^(a+k)·√(ᾱᵀK̄ᾱ), finite for α ~ 1e300 or K ~ 1e300 (αᵀKα itself would overflow)
+    a_max, k_max = _gram.read(xp, xp.max(xp.abs(alpha)), xp.max(xp.abs(K)))
+    if a_max == 0.0 or k_max == 0.0:
+        return 0.0
+    ea, ek = _pow2_exponent(a_max), _pow2_exponent(k_max) // 2
+    a_bar, K_bar = alpha * 2.0 ** -ea, K * 4.0 ** -ek
+    return math.ldexp(math.sqrt(max(float(a_bar @ (K_bar @ a_bar)), 0.0)), ea + ek)
+
+
+def _pow2_exponent(m):
+    """e with 2^e ≈ m (frexp's exponent, kept in ±1000 so that 2^-e is a finite float)."""
+    return max(min(math.frexp(m)[1], 1000), -1000)
+
