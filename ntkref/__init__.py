@@ -8,10 +8,45 @@ from ._lib.api import set_public_module
 from ._lib.backend import BACKENDS, BackendError, backend_name, check_environment, default_namespace, to_numpy
 from ._lib.validation import InvalidParameterError
 
-# NTKREF_BACKEND / NTKREF_DEVICE are checked now: a typo or a missing package is an error at import,
-# not a silent NumPy run in programs that happen to pass NumPy arrays.
-check_environment()
 
+def _launched_as_the_command():
+    """Whether this process is the ``ntkref`` command (the console script, or ``python -m ntkref.cli``)."""
+    import os
+    import re
+    import sys
+
+    if sys.argv and re.sub(r"(-script\.pyw?|\.exe)?$", "", os.path.basename(sys.argv[0] or "")) == "ntkref":
+        return True
+    args = list(getattr(sys, "orig_argv", ()))[1:]  # the interpreter's own options, then -m MODULE
+    k = 0
+    while k < len(args):
+        a = args[k]
+        if a == "-m":
+            return k + 1 < len(args) and args[k + 1] == "ntkref.cli"
+        if a.startswith("-m"):
+            return a[2:] == "ntkref.cli"
+        if a in ("-W", "-X", "--check-hash-based-pycs"):
+            k += 2
+            continue
+        if a == "-c" or not a.startswith("-"):  # a command or a script: not -m
+            return False
+        k += 1
+    return False
+
+
+# NTKREF_BACKEND / NTKREF_DEVICE are checked now: a typo or a missing package is an error at import,
+# not a silent NumPy run in programs that happen to pass NumPy arrays.  The one exception is the `ntkref`
+# command itself: it imports ntkref to build its parser, so that `--help` and `--version` still work and
+# every other use is one line `ntkref: error: ...` with exit status 2 (ntkref.cli.main checks the
+# environment again after parsing).
+try:
+    check_environment()
+except BackendError:
+    if not _launched_as_the_command():
+        raise
+
+# The one place the version is written: pyproject.toml's dynamic version reads this literal from the source
+# without importing ntkref, and CHANGELOG.md has an entry for it (tests/test_packaging.py checks all three).
 __version__ = "0.1.0"
 
 _SUBMODULES = (

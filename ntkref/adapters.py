@@ -2,7 +2,7 @@ r"""Adapters between ntkref's conventions and peers' objects: neural-tangents ``
 estimators fitted on a precomputed Gram matrix.
 
 neural-tangents (optional: ``pip install ntkref[peers]``; imported only when a ``stax_*`` function is called)
-------------------------------------------------------------------------------------------------------------
+-------------------------------------------------------------------------------------------------------------
 :func:`stax_fc` and :func:`stax_cntk` return the ``(init_fn, apply_fn, kernel_fn)`` of the stax model whose
 infinite-width kernels are ``kernels.fc`` / ``kernels.cntk`` with the same parameters (docs/conventions.md, 'FC
 kernels'): per hidden layer ``Dense(1, W_std=W_h, b_std=b_h)`` (``Conv(1, (q, q), padding="SAME")`` for the CNTK)

@@ -71,6 +71,7 @@ import numpy as np
 
 from . import losses as _losses
 from ._lib.backend import device_of, is_array, namespace
+from ._lib.memory import check_memory
 from ._lib.validation import InvalidParameterError, check_array, check_int, check_option, check_real
 
 __all__ = [
@@ -479,6 +480,8 @@ def mixed_tangent_kernel(net, params, x1, x2):
     J1 = net.jacobian(params, x1)
     J2 = net.jacobian(params, x2)
     xp = namespace(J1, J2)
+    check_memory(J1.shape[0] * J2.shape[0], f"The ({J1.shape[0]}, {J2.shape[0]}) mixed tangent kernel of 'x1'/'x2'",
+                 "mixed_tangent_kernel", J1, ways_out="ways out: fewer rows of x1/x2 per call, or float32 parameters")
     return J1 @ xp.matrix_transpose(J2)
 
 

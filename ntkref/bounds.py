@@ -204,6 +204,19 @@ def printed_gap_bound(times, drift, lam, loss, kernel0_norm, n):
     Validation (as :func:`gronwall_gap_bound`): ``times`` finite and strictly increasing, ``drift``
     finite, non-negative and of the same length, λ > 0, ``kernel0_norm`` ≥ 0 finite, ``n`` an int ≥ 1;
     a value that overflows float64 raises :class:`InvalidParameterError` instead of returning inf.
+
+    Examples
+    --------
+    The module docstring's counterexample: a ≡ 1 (logistic loss: ρ = 1; n = 1), c = β_l‖Θ̂₀‖ = ¼·2 = ½,
+    λ = 1.  The extremal u′ = (c − λ)u + a reaches 2, above the printed e^{1/2}:
+
+    >>> import numpy as np
+    >>> from ntkref import bounds
+    >>> t = np.linspace(0.0, 40.0, 401)
+    >>> printed = bounds.printed_gap_bound(t, np.ones_like(t), 1.0, "logistic", 2.0, 1)
+    >>> valid = bounds.gronwall_gap_bound(t, np.ones_like(t), 1.0, "logistic", 2.0, 1)
+    >>> print(f"{printed:.6f} {valid:.6f} {np.exp(0.5):.6f}")
+    1.648721 2.000000 1.648721
     """
     caller = "printed_gap_bound"
     rho, beta, lam = _constants(loss, lam, need_beta=True)
@@ -266,6 +279,17 @@ def gronwall_gap_bound(times, drift, lam, loss, kernel0_norm, n):
     Validation: ``times`` a finite, strictly increasing series of ≥ 2 values; ``drift`` finite,
     non-negative, one value per time; λ > 0; ``kernel0_norm`` finite ≥ 0; ``n`` an int ≥ 1.  A bound
     that overflows float64 (e.g. a huge (c − λ)T) raises :class:`InvalidParameterError`.
+
+    Examples
+    --------
+    With a ≡ 1 (logistic, n = 1) and c − λ = ¼·2 − 1 = −½: ∫₀ᵀ e^{−(T−t)/2} dt = 2(1 − e^{−T/2}).
+
+    >>> import numpy as np
+    >>> from ntkref import bounds
+    >>> t = np.linspace(0.0, 2.0, 3)
+    >>> b = bounds.gronwall_gap_bound(t, np.ones(3), 1.0, "logistic", 2.0, 1)
+    >>> print(f"{b:.6f} {2 * (1 - np.exp(-1.0)):.6f}")
+    1.264241 1.264241
     """
     caller = "gronwall_gap_bound"
     rho, beta, lam = _constants(loss, lam, need_beta=True)
@@ -290,6 +314,16 @@ def gronwall_gap_bound_discrete(lr, drift, lam, loss, kernel0_norm, n, remainder
     (and ``lprime_norm``, same length) finite non-negative series of ≥ 2 values; ``remainder`` finite,
     non-negative, with K or K + 1 values.  A bound that overflows float64 raises
     :class:`InvalidParameterError`.
+
+    Examples
+    --------
+    a ≡ 1, η = 0.1, λ = 1, c = ½: growth 1 − ηλ + ηc = 0.95, so the bound is 2(1 − 0.95ᴷ).
+
+    >>> import numpy as np
+    >>> from ntkref import bounds
+    >>> b = bounds.gronwall_gap_bound_discrete(0.1, np.ones(11), 1.0, "logistic", 2.0, 1)
+    >>> print(b.shape, f"{b[-1]:.6f} {2 * (1 - 0.95**10):.6f}")
+    (11,) 0.802526 0.802526
     """
     import numpy as np
 
@@ -327,6 +361,17 @@ def convex_gap_bound(times_or_lr, integrand, lam, kernel0_eigs, *, discrete=Fals
     finite numbers with 0 < λ_min ≤ λ_max; ``discrete`` a bool; η > 0; ``remainder`` finite,
     non-negative, K or K + 1 values.  A bound that overflows float64 raises
     :class:`InvalidParameterError`.
+
+    Examples
+    --------
+    b ≡ 1, λ = 1, λ_max(K₀) = 4: the bound is 2(1 − e^{−T}), with no exponential growth.
+
+    >>> import numpy as np
+    >>> from ntkref import bounds
+    >>> t = np.linspace(0.0, 2.0, 5)
+    >>> b = bounds.convex_gap_bound(t, np.ones(5), 1.0, (0.5, 4.0))
+    >>> print(f"{b:.6f} {2 * (1 - np.exp(-2.0)):.6f}")
+    1.729329 1.729329
     """
     import numpy as np
 
@@ -401,6 +446,17 @@ def gap_bound_test_points(lr, train_bound, drift_test, lam, loss, kernel0_test_n
     K + 1 values; ``kernel0_test_norm`` finite non-negative of shape (m,); ``remainder_test`` finite
     non-negative of shape (K, m) or (K + 1, m).  A bound that overflows float64 raises
     :class:`InvalidParameterError`.
+
+    Examples
+    --------
+    U_k = 0 and test drifts ½ (logistic: ρ = 1; n = 4): ρ√n·½·Σ_{k<K} η(1 − ηλ)^{K−1−k} = 1 − 0.9ᴷ.
+
+    >>> import numpy as np
+    >>> from ntkref import bounds
+    >>> drift_test = np.full((11, 2), 0.5)
+    >>> B = bounds.gap_bound_test_points(0.1, np.zeros(11), drift_test, 1.0, "logistic", np.ones(2), 4)
+    >>> print(B.shape, np.round(B[-1], 6).tolist(), f"{1 - 0.9**10:.6f}")
+    (11, 2) [0.651322, 0.651322] 0.651322
     """
     import numpy as np
 
@@ -454,6 +510,15 @@ def pl_condition(kernel, lam):
 
     Validation: ``kernel`` a finite, square, non-empty, symmetric matrix (to √eps relative, as in
     :mod:`ntkref.machines`; it need not be PSD — the test is about λ_min); λ > 0 finite.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntkref import bounds
+    >>> bounds.pl_condition(np.diag([3.0, 5.0]), 1.0)    # λ_min = 3 ≥ 2λ = 2
+    (True, 3.0, 2.0)
+    >>> bounds.pl_condition(np.diag([3.0, 5.0]), 2.0)[0]   # 3 < 4
+    False
     """
     caller = "pl_condition"
     K = check_gram(_renamed(kernel, caller), caller, psd=False, name="kernel")
@@ -469,6 +534,13 @@ def ramp_loss(z, y):
 
     Validation: ``z`` and ``y`` finite arrays of the same shape (``y`` the ±1 labels, or any real
     weights); lists take the device of the other argument.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntkref import bounds
+    >>> bounds.ramp_loss(np.array([2.0, 0.5, -1.0]), np.ones(3)).tolist()   # margins yz = 2, ½, −1
+    [0.0, 0.5, 1.0]
     """
     caller = "ramp_loss"
     xp = namespace(z, y)
@@ -495,6 +567,16 @@ def rademacher_bound(kernel, a, empirical_loss, *, delta, c, rho):
     c = 0 is identically zero: nothing to bound); ρ finite ≥ 0; ``empirical_loss`` a
     finite mean of a loss with values in [0, c], so in [0, c].  A bound that overflows float64
     raises :class:`InvalidParameterError`.
+
+    Examples
+    --------
+    K = I (n = 4), a = ½·1: B = 1 and 2ρ(B/n)√tr K = 1, plus 3c√(log(2/δ)/(2n)) at δ = 0.01:
+
+    >>> import numpy as np
+    >>> from ntkref import bounds
+    >>> v = bounds.rademacher_bound(np.eye(4), np.full(4, 0.5), 0.0, delta=0.01, c=1.0, rho=1.0)
+    >>> print(f"{v:.6f} {1 + 3 * np.sqrt(np.log(200) / 8):.6f}")
+    3.441435 3.441435
     """
     caller = "rademacher_bound"
     xp = namespace(kernel, a)

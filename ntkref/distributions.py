@@ -64,6 +64,7 @@ import numpy as np
 from . import machines as _machines
 from ._lib.backend import creation_target, device_of, is_array, namespace
 from ._lib.compat import eigh
+from ._lib.memory import check_memory
 from ._lib.validation import (
     InvalidParameterError,
     check_array,
@@ -618,6 +619,9 @@ def quadratic_feature_gram(z):
     caller = "quadratic_feature_gram"
     z = check_array(z, "z", caller=caller, ndim=2)
     xp = namespace(z)
+    # ZZᵀ, its square, Z²(Z²)ᵀ and the result: four (n, n) arrays
+    check_memory(4 * z.shape[0] * z.shape[0], f"The ({z.shape[0]}, {z.shape[0]}) Gram of 'z'", caller, z,
+                 ways_out="ways out: fewer rows of z per call, or float32 z")
     big = float(xp.max(xp.abs(z))) if z.shape[0] * z.shape[1] else 0.0  # (torch's .size is a method)
     e = math.frexp(big)[1] if big > 0 else 0  # 2^(e-1) <= max|z| < 2^e
     s = math.ldexp(1.0, e)

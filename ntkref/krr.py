@@ -17,6 +17,25 @@ product, not the recurrence, which drifts) satisfies ‖r‖₂ ≤ tol·‖y‖
 The attainable residual is about eps·‖K + μI‖·‖α‖/‖y‖ ≤ eps·(λ_max(K) + μ)/μ (eps of the vectors' dtype:
 float64 on Dask, K's dtype otherwise); a ``tol`` below it is not reached (ConvergenceWarning).
 
+K ⪰ 0 is tested, not assumed.  Every certificate above, and the minimiser itself, needs K ⪰ 0: for an eigenvalue
+−ν of K with 0 < ν < μ, K + μI is still positive definite (CG converges, and its "gap" ‖r‖² is tiny), but along
+that eigenvector v the objective (7) is P(α + tv) = P(α) + t²ν(ν − μ) + O(t) → −∞ — the point CG returns is a
+saddle, not a minimiser.  So ``check_psd`` runs the PSD test of :func:`ntkref.machines.solve`, with the same
+values and default (``ntkref.machines._gram``): True = "auto" is the Cholesky certificate of K + δI,
+δ = n·eps·‖K‖_F, for n ≤ 4096 and the one-sided Lanczos test (40 products) above; "cholesky", "lanczos" choose;
+False skips it (the certificates then assume K ⪰ 0); any other value is refused.  A Dask K gets the Lanczos test
+(``ntkref._engines.dask._machines.psd_test``, after one validating pass over its blocks; "cholesky" is refused
+there).  During CG, a direction p with pᵀ(K + μI)p < −2.1·(n + 2)·eps·(tr K + μ)·‖p‖², below the rounding
+error that bound allows for any PSD K, proves K indefinite and is refused (this catches what ``check_psd=False``
+or an accepting Lanczos test let through).
+
+Breakdown in floating point.  A pᵀ(K + μI)p that rounds to ≤ 0 within that bound, or a product, step or
+rᵀMr that is not finite, is a breakdown of CG in the working precision, typically in float32 when
+eps·(λ_max(K) + μ)/μ approaches 1 or ``tol`` lies below the attainable residual: CG stops there, the iterate
+is certified by its recomputed residual like any other (``converged`` iff that residual ≤ ``tol``), and an
+unconverged result comes with a ConvergenceWarning naming the cause and the remedy (float64, a larger λ or
+``tol``) — it is not reported as an indefinite K.
+
 Any scale of y.  α* is linear in y, so CG runs on y/2^e, max|y|/2^e ∈ [1/2, 1) (exact), and α, Kα, the bounds
 (×2^e) and the objectives and gap (×4^e) are scaled back: no norm or dot product under- or overflows (‖y‖² of a
 y ~ 1e-170 used to underflow to 0 and return α = 0 as converged).  An α that falls among the subnormal numbers
@@ -52,7 +71,8 @@ from ._lib import dispatch
 from ._lib.backend import device_of, namespace, to_numpy
 from ._lib.validation import InvalidParameterError, check_array, check_int, check_option, check_real
 from .machines import ConvergenceWarning, KernelMachine
-from .machines._gram import check_gram
+from .machines._gram import (CheckedGram, check_gram, check_psd_option, psd_method, read, refuse_indefinite,
+                              upgrade_psd)
 from . import losses as _losses
 
 __all__ = ["KRRMachine", "solve_cg", "fit_cg", "PRECONDITIONERS"]
@@ -185,7 +205,7 @@ def _ldexp_scalar(v, k):
 
 
 def solve_cg(K, y, lam, *, reduction="sum", tol=None, max_iter=None, preconditioner="nystrom", rank=None,
-             seed=0):
+             seed=0, check_psd=True):
     r"""Kernel ridge regression α = (K + (λ/2)I)⁻¹y by preconditioned conjugate gradients.
 
     The minimiser of seed 000 eq. (7) with the squared loss, as :func:`ntkref.machines.solve` with
@@ -195,8 +215,8 @@ def solve_cg(K, y, lam, *, reduction="sum", tol=None, max_iter=None, preconditio
     ----------
     K : array (n, n) or Dask array
         Symmetric PSD Gram.  Array-API K is validated like ``machines.solve`` does (square, finite,
-        symmetric to √eps, then symmetrised; the PSD Cholesky is not run: CG refuses a K + μI that is not
-        positive definite along its search directions).  Dask K: see the module docstring.
+        symmetric to √eps, then symmetrised, and the PSD test of ``check_psd``).  Dask K: see the module
+        docstring (the PSD test after one validating pass over its blocks).
     y : array (n,)
         Targets.
     lam : float > 0
@@ -212,6 +232,11 @@ def solve_cg(K, y, lam, *, reduction="sum", tol=None, max_iter=None, preconditio
         Nyström columns (default min(n, 200)).
     seed : int or numpy.random.Generator
         For the Nyström columns.
+    check_psd : bool or {"auto", "cholesky", "lanczos"}
+        Verify K ⪰ 0 (to −n·eps·‖K‖_F), as :func:`ntkref.machines.solve`: "cholesky" certifies it (O(n³/3));
+        "lanczos" refuses K only with a proof of a negative eigenvalue, in 40 products; True (default) = "auto":
+        Cholesky for n ≤ 4096, Lanczos above (a Dask K: always Lanczos, "cholesky" is refused); False skips it
+        (the certificates then rest on K ⪰ 0 unchecked).  Any other value (None included) is refused.
 
     Returns
     -------
@@ -223,14 +248,22 @@ def solve_cg(K, y, lam, *, reduction="sum", tol=None, max_iter=None, preconditio
     ------
     InvalidParameterError
         A parameter out of range; a non-finite y, or a product K·v with a non-finite entry (K non-finite or
-        overflowing: "K"); pᵀ(K + μI)p ≤ 0 for a search direction p (K is not positive semidefinite); a y so
-        large that α, Kα or the objectives overflow, or so small that the subnormal α misses ``tol`` ("y").
+        overflowing: "K"); a K that fails the PSD test, or a search direction p with pᵀ(K + μI)p below its
+        rounding error (a proof that K is indefinite: "K"); a y so large that α, Kα or the objectives
+        overflow, or so small that the subnormal α misses ``tol`` ("y").
+
+    Warns
+    -----
+    ConvergenceWarning
+        ``converged=False``: ``max_iter`` reached, or CG broke down in floating point (module docstring).
     """
     caller = "krr.solve_cg"
     dask_operator = dispatch.gram_operator.lookup(K)  # a Dask K: blocked products (ntkref/_engines/dask)
     check_option(reduction, "reduction", ("sum", "mean"), caller=caller)
     check_option(preconditioner, "preconditioner", PRECONDITIONERS, caller=caller)
+    check_psd_option(check_psd, caller)  # None, "yes", 1.5 ...: refused, never read as "no test"
     lam = check_real(lam, "lam", caller=caller, low=0.0, closed="neither")
+    checked = K if isinstance(K, CheckedGram) else None
     if dask_operator is not None:
         op = dask_operator(K)
         y_vec = check_array(op.vector(y), "y", caller=caller, ndim=1, xp=op.xp)
@@ -249,6 +282,15 @@ def solve_cg(K, y, lam, *, reduction="sum", tol=None, max_iter=None, preconditio
     tol = default_tol if tol is None else check_real(tol, "tol", caller=caller, low=0.0, high=1.0, closed="neither")
     max_iter = 1000 if max_iter is None else check_int(max_iter, "max_iter", caller=caller, low=1)
     rank = min(n, 200) if rank is None else check_int(rank, "rank", caller=caller, low=1, high=n)
+    # K ⪰ 0, as machines.solve tests it (module docstring): last, the only check costlier than one pass over K
+    if dask_operator is not None:
+        op.psd_test(check_psd, caller)  # the engine's Lanczos test ("cholesky" refused there)
+    else:
+        method = psd_method(check_psd, n, caller)
+        if checked is not None:  # checked once: only a stronger PSD test than the one it passed runs
+            upgrade_psd(checked, method, caller, "K")
+        elif method:
+            refuse_indefinite(K, caller, method=method)
 
     kept = 0
     if preconditioner == "nystrom":
@@ -280,33 +322,81 @@ def solve_cg(K, y, lam, *, reduction="sum", tol=None, max_iter=None, preconditio
     r = y_vec
     its, converged = 0, norm_y == 0.0
     res = 0.0
-    if not converged:
-        z = precond(r)
-        p = z
-        rz = _dot(r, z, xp)
-        while its < max_iter:
-            its += 1
-            Ap, _ = A(p)
-            pAp = _dot(p, Ap, xp)
-            if not pAp > 0:
-                raise InvalidParameterError(
-                    f"The 'K' parameter of {caller} must be positive semidefinite: a search direction p has "
-                    f"pᵀ(K + (λ/2)I)p = {pAp:.3g} ≤ 0 at step {its}."
-                )
-            step = rz / pAp
-            alpha = alpha + step * p
-            r = r - step * Ap
-            if math.sqrt(_dot(r, r, xp)) <= tol * norm_y or its == max_iter:
-                Aa, g = A(alpha)  # the true residual, not the recurrence
+    dtype_name = "float64" if op.dtype == xp.float64 else "float32"
+    eps = float(xp.finfo(op.dtype).eps)
+    trace = []  # tr K (its non-negative part), read once when first needed
+
+    def trace_k():
+        if not trace:
+            d = op.diagonal()
+            trace.append(float(xp.sum(xp.where(d > 0, d, xp.zeros_like(d)))) if n else 0.0)
+        return trace[0]
+
+    import numpy as np
+
+    breakdown = None  # what broke CG down in floating point (module docstring), for the warning
+    # float32 sums may overflow to inf/NaN: detected below and reported as a breakdown, not as a NumPy warning
+    with np.errstate(over="ignore", invalid="ignore"):
+        if not converged:
+            z = precond(r)
+            p = z
+            rz = _dot(r, z, xp)
+            while its < max_iter:
+                Ap, _ = A(p)
+                pAp = _dot(p, Ap, xp)
+                if not (math.isfinite(pAp) and pAp > 0):
+                    pp = _dot(p, p, xp)
+                    # for a PSD K, |fl(pᵀ(K + μI)p) − pᵀ(K + μI)p| ≤ 2.1(n + 2)·eps·|p|ᵀ(|K| + μI)|p|
+                    # ≤ 2.1(n + 2)·eps·(tr K + μ)·‖p‖² (|K_ij| ≤ √(K_ii K_jj)): a value below minus that proves K indefinite
+                    bound = 2.1 * (n + 2) * eps * (trace_k() + mu) * pp
+                    if math.isfinite(pAp) and math.isfinite(bound) and pAp < -bound:
+                        raise InvalidParameterError(
+                            f"The 'K' parameter of {caller} must be positive semidefinite: conjugate gradients found a "
+                            f"direction p with pᵀ(K + (λ/2)I)p / pᵀp = {pAp / pp:.3g} < 0 at step {its + 1}, below the "
+                            f"rounding error any PSD K allows ({-bound / pp:.3g}), so K has an eigenvalue below "
+                            f"-λ/2 = {-mu:.3g}. A kernel machine's objective is not convex for an indefinite K"
+                            f"{'' if check_psd is False else f' (check_psd={check_psd!r} accepted it: its test missed this eigenvalue)'}."
+                        )
+                    breakdown = (f"pᵀ(K + (λ/2)I)p rounded to {pAp:.3g} ≤ 0 for a search direction p, within its rounding "
+                                 f"error" if math.isfinite(pAp) else
+                                 f"pᵀ(K + (λ/2)I)p is not a finite number in {dtype_name} (its terms overflow)")
+                    break
+                step = rz / pAp
+                alpha_new = alpha + step * p
+                r_new = r - step * Ap
+                rr, finite = read(xp, xp.sum(r_new * r_new), xp.all(xp.isfinite(alpha_new)))
+                if not (math.isfinite(rr) and finite):
+                    breakdown = f"the step α + (rᵀMr / pᵀ(K + (λ/2)I)p)·p overflows {dtype_name}"
+                    break
+                its += 1
+                alpha, r = alpha_new, r_new
+                restart = False
+                if math.sqrt(rr) <= tol * norm_y or its == max_iter:
+                    Aa, g = A(alpha)  # the true residual, not the recurrence
+                    r = y_vec - Aa
+                    res = math.sqrt(_dot(r, r, xp)) / norm_y
+                    if res <= tol:
+                        converged = True
+                        break
+                    if its == max_iter:
+                        break
+                    # r is now the true residual, larger than the recurrence's (rounding): a β = rᵀMr/rz mixing the
+                    # two would blow p up (measured: α ~ 1e18 in float32 at tol below the attainable residual),
+                    # so CG restarts from this iterate with p = Mr
+                    restart = True
+                z = precond(r)
+                rz_new = _dot(r, z, xp)
+                if not (math.isfinite(rz_new) and rz_new > 0):
+                    breakdown = (f"rᵀMr (M the preconditioner) is {'not finite' if not math.isfinite(rz_new) else 'zero'} "
+                                 f"in {dtype_name}")
+                    break
+                p = z if restart else z + (rz_new / rz) * p
+                rz = rz_new
+            if breakdown is not None:  # the last finite iterate, certified by its recomputed residual
+                Aa, g = A(alpha)
                 r = y_vec - Aa
                 res = math.sqrt(_dot(r, r, xp)) / norm_y
-                if res <= tol:
-                    converged = True
-                    break
-            z = precond(r)
-            rz_new = _dot(r, z, xp)
-            p = z + (rz_new / rz) * p
-            rz = rz_new
+                converged = res <= tol
     r_norm2 = res * res * norm_y * norm_y
     # certificate (module docstring): P − D = ‖g − y + μα‖² = ‖r‖², reported from r (no cancellation)
     quad = _dot(alpha, g, xp)
@@ -314,11 +404,8 @@ def solve_cg(K, y, lam, *, reduction="sum", tol=None, max_iter=None, preconditio
     dual = lam_sum * _dot(alpha, y_vec, xp) - lam_sum**2 / 4 * _dot(alpha, alpha, xp) - 0.5 * lam_sum * quad
     kkt = float(xp.max(xp.abs(alpha - 2.0 * (y_vec - g) / lam_sum))) if n else 0.0
     # back to the scale of y: α, g times 2^e; the objectives and the gap times 4^e, the other bounds times 2^e
-    import numpy as np
-
     with np.errstate(over="ignore"):
         alpha_out, g_out = _ldexp(alpha, e_y, xp), _ldexp(g, e_y, xp)
-    dtype_name = "float64" if op.dtype == xp.float64 else "float32"
     if not (bool(xp.all(xp.isfinite(alpha_out))) and bool(xp.all(xp.isfinite(g_out)))):
         raise InvalidParameterError(
             f"The 'y' parameter of {caller} is too large: α = (K + (λ/2)I)⁻¹y or Kα overflows {dtype_name} "
@@ -342,7 +429,24 @@ def solve_cg(K, y, lam, *, reduction="sum", tol=None, max_iter=None, preconditio
             f"The 'y' parameter of {caller} is too large: the objective values (quadratic in y) overflow float64 "
             f"(max|y| = {y_max:.3g}); rescale y (α is linear in y).")
     alpha, g = alpha_out, g_out
-    if not converged:
+    if not converged and breakdown is not None:
+        attainable = eps * (trace_k() + mu) / mu
+        remedy = ("pass K and y in float64 (the attainable residual scales with eps), or use a larger lam or tol"
+                  if dtype_name == "float32" else "use a larger lam or tol")
+        tested = ("K passed the PSD test" if check_psd is not False else
+                  "check_psd=False in this call, so K was not tested here; an indefinite K, with an eigenvalue "
+                  "below -λ/2, also breaks CG down")
+        warnings.warn(
+            f"{caller}: conjugate gradients broke down in {dtype_name} after {its} steps, at relative residual "
+            f"{res:.3g} > tol = {tol:.3g}: {breakdown}. That is rounding (CG loses conjugacy when "
+            f"K + (λ/2)I is ill-conditioned for {dtype_name}), not a proof that K is indefinite ({tested}); "
+            f"the attainable relative residual is about eps·(λ_max(K) + λ/2)/(λ/2) ≤ eps·(tr K + λ/2)/(λ/2) = "
+            f"{attainable:.3g} in {dtype_name}. The iterate returned is certified by its recomputed residual; "
+            f"{remedy}.",
+            ConvergenceWarning,
+            stacklevel=2,
+        )
+    elif not converged:
         warnings.warn(
             f"{caller}: conjugate gradients stopped at relative residual {res:.3g} > tol = {tol:.3g} after {its} "
             f"steps (the attainable residual is about eps·(λ_max(K) + λ/2)/(λ/2); raise max_iter, rank or tol).",

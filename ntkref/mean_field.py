@@ -695,6 +695,7 @@ def perturbed_wasserstein_flow(x, y, *, n_particles=400, steps=1000, eta=0.05, s
     1. a = Σⱼ pⱼ wⱼ[uⱼᵀX]₊ and r = ∇R(a);
     2. transport: θⱼ ← θⱼ − η∇L′[ρ](θⱼ) (= one gradient step on the finite net Θⱼ = √pⱼθⱼ);
     3. noise re-injection σ(U^d − ρ), by one of
+
        - ``reinjection="append"`` (deterministic weights; App. E.3's update with U^d replaced by the
          empirical measure of ``n_new`` fresh uniform points): pⱼ ← (1 − ησ)pⱼ and ``n_new`` fresh points of
          𝕊^d join with weight ησ/n_new each (drawn antithetically in w when ``n_new`` is even: the n_new
@@ -709,6 +710,7 @@ def perturbed_wasserstein_flow(x, y, *, n_particles=400, steps=1000, eta=0.05, s
        - ``reinjection="resample"`` (fixed count; "re-initializing a very small fraction of the neurons",
          §3): each particle independently, with probability ησ, is replaced by a fresh point of 𝕊^d with
          its weight kept.  The expected next measure is (1 − ησ)(id + ηv)_#ρ + ησU^d.
+
        ``sigma=0`` gives the unperturbed flow (3.1), i.e. plain gradient descent of the finite net.
 
     Parameters

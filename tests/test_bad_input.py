@@ -1318,6 +1318,44 @@ def _guarded_calls():
                                   ["directions"]),
         "sparsity.masked_empirical_ntk": (lambda: sparsity.masked_empirical_ntk(
             fc, fc.init(0), sparsity.full_mask(fc.init(0)), _on(big)), ["x1"]),
+        # issue 26: the guards added since (each refused before its first allocation)
+        **_guarded_calls_issue26(),
+    }
+
+
+def _guarded_calls_issue26():
+    from ntkref import adversarial, distributions, dynamics, kernels, nets
+    from ntkref.nets import ConvNet, FullyConnected, HomogeneousNet
+
+    x = np.random.default_rng(0).normal(size=(1000, 2))
+    wide_fc, wide_h, wide_cnn = FullyConnected(2, 100_000, depth=1), HomogeneousNet(2, 60_000, depth=2), ConvNet(1, 200, 1)
+    small_fc = FullyConnected(2, 3, depth=1)
+    return {
+        "kernels.two_layer_relu_ntk": (lambda: kernels.two_layer_relu_ntk(_on(x)), ["x1"]),
+        "kernels.wei_k1_k2": (lambda: kernels.wei_k1_k2(_on(x)), ["x1"]),
+        "kernels.wei_kernel": (lambda: kernels.wei_kernel(_on(x), _on(x[:900])), ["x1"]),
+        "kernels.arora_ntk": (lambda: kernels.arora_ntk(_on(x), depth=3), ["x1"]),
+        "dynamics.gradient_flow(times)": (lambda: dynamics.gradient_flow(
+            _on(np.eye(3)), _on(np.array([1.0, -1.0, 1.0])), "squared", 0.1, list(np.linspace(0.0, 1.0, 10**6))),
+            ["times"]),
+        "nets.FullyConnected.init": (lambda: FullyConnected(2, 3000, depth=2).init(0), ["width"]),
+        "nets.HomogeneousNet.init": (lambda: HomogeneousNet(2, 3000, depth=3).init(0), ["width"]),
+        "nets.ConvNet.init": (lambda: ConvNet(1, 1000, 2).init(0), ["channels"]),
+        "nets.FullyConnected.apply(width)": (lambda: wide_fc.apply(wide_fc.init(0), _on(x[:100])), ["x", "width"]),
+        "nets.HomogeneousNet.apply(width)": (lambda: wide_h.apply(wide_h.init(0), _on(x[:100])), ["x", "width"]),
+        "nets.HomogeneousNet.jacobian": (lambda: HomogeneousNet(2, 300, depth=3).jacobian(
+            HomogeneousNet(2, 300, depth=3).init(0), _on(x[:40])), ["x"]),
+        "nets.ConvNet.apply(channels)": (lambda: wide_cnn.apply(wide_cnn.init(0), _on(np.ones((100, 1, 8, 8)))),
+                                         ["x", "channels"]),
+        "nets.ConvNet.jacobian": (lambda: ConvNet(1, 100, 2).jacobian(ConvNet(1, 100, 2).init(0),
+                                                                      _on(np.ones((60, 1, 4, 4)))), ["x"]),
+        "nets.train(steps)": (lambda: nets.train(small_fc, small_fc.init(0), _on(x[:4]), _on(np.array([1.0, -1, 1, -1])),
+                                                 "squared", 0.0, 0.01, 10**6), ["steps"]),
+        "distributions.quadratic_feature_gram": (lambda: distributions.quadratic_feature_gram(
+            _on(np.sign(np.random.default_rng(1).normal(size=(1500, 3))))), ["z"]),
+        "adversarial.mixed_tangent_kernel(jacobians)": (lambda: adversarial.mixed_tangent_kernel(
+            HomogeneousNet(2, 3, depth=2), HomogeneousNet(2, 3, depth=2).init(0), _on(np.ones((2000, 2))),
+            _on(np.ones((2000, 2)))), ["x1"]),
     }
 
 

@@ -683,10 +683,13 @@ def test_failed_report_write_leaves_no_temporary_file(data, capsys, monkeypatch)
     run(["kernel", "--x1", tmp / "a.npy", "--out", tmp / "k.npy"], capsys)
     before = _listing(tmp)
 
-    def broken_replace(src, dst):
+    def broken_replace(src, dst, **kwargs):
         raise OSError(28, "No space left on device")
 
+    # the last step fails: the rename of a named temporary, or the link of an unnamed O_TMPFILE (whose
+    # fallback, a named copy, is then renamed: also refused)
     monkeypatch.setattr(os, "replace", broken_replace)
+    monkeypatch.setattr(os, "link", broken_replace)
     code, out = run(["compare", "--kind", "kernel", "--candidate", tmp / "k.npy", "--x1", tmp / "a.npy",
                      "--report", tmp / "r.json"], capsys)
     assert code == 2

@@ -644,3 +644,75 @@ def test_checked_gram_on_dask_is_refused_naming_the_way_out():
     with dask.config.set(scheduler=_no_compute):
         with pytest.raises(InvalidParameterError, match="machines.checked_gram is a Dask array.*machines.solve"):
             machines.checked_gram(K)
+
+
+# ------------------------------------------------------------------- issue 26: K ⪰ 0 tested on Dask too
+def _indefinite_above_minus_mu(n=50, nu=0.3, seed=0):
+    """One eigenvalue −ν ∈ (−λ/2, 0) for λ = 1: K + μI ≻ 0, CG converges to a saddle of (7)."""
+    rng = np.random.default_rng(seed)
+    Q, _ = np.linalg.qr(rng.standard_normal((n, n)))
+    ev = np.linspace(0.5, 10.0, n)
+    ev[0] = -nu
+    K = (Q * ev) @ Q.T
+    return (K + K.T) / 2, rng.standard_normal(n)
+
+
+def test_krr_solve_cg_on_dask_runs_the_lanczos_psd_test(client):
+    """Issue 26 item 4 on the Dask route of krr.solve_cg: the indefinite K that CG alone certified (converged=True)
+    is refused by the Lanczos test (default, True, 'auto', 'lanczos'); 'cholesky' and undocumented values are
+    refused naming check_psd, before any product; check_psd=False is the documented opt-out."""
+    K, y = _indefinite_above_minus_mu()
+    assert -0.5 < np.linalg.eigvalsh(K)[0] < 0
+    Kd = da.from_array(K, chunks=20)
+    for kw in ({}, {"check_psd": True}, {"check_psd": "auto"}, {"check_psd": "lanczos"}):
+        with pytest.raises(InvalidParameterError, match="'K' parameter of krr.solve_cg must be positive "
+                                                        "semidefinite: Lanczos found"):
+            krr.solve_cg(Kd, y, 1.0, **kw)
+    with dask.config.set(scheduler=_no_compute):
+        for bad in ("cholesky", None, "yes", 1.5, 1):
+            with pytest.raises(InvalidParameterError, match="'check_psd'"):
+                krr.solve_cg(Kd, y, 1.0, check_psd=bad)
+    assert krr.solve_cg(Kd, y, 1.0, check_psd=False).converged
+    # a PSD K on Dask: the default test accepts it, and the result equals the NumPy route's
+    Kp = K + 0.6 * np.eye(K.shape[0])
+    m, m_np = krr.solve_cg(da.from_array(Kp, chunks=20), y, 1.0), krr.solve_cg(Kp, y, 1.0)
+    assert m.converged and m.n_iter == m_np.n_iter
+    assert np.linalg.norm(m.alpha_.compute() - m_np.alpha_) <= m.alpha_error_bound + m_np.alpha_error_bound
+
+
+def test_check_psd_none_is_refused_on_dask_not_read_as_no_test(client):
+    """Issue 26 item 5 on Dask: machines.solve (every loss), hard_margin_svm and subgradient_descent took
+    check_psd=None (or 0) as "no test" (converged=True on an indefinite Gram); each now refuses it, before computing."""
+    K, y = _indefinite_above_minus_mu()
+    y = np.sign(y)
+    Kd = da.from_array(K, chunks=20)
+    with dask.config.set(scheduler=_no_compute):
+        for bad in (None, 0, "yes"):
+            for loss in ("hinge", "squared", "logistic"):
+                with pytest.raises(InvalidParameterError, match="'check_psd' parameter of machines.solve"):
+                    machines.solve(Kd, y, loss, 1.0, check_psd=bad)
+            with pytest.raises(InvalidParameterError, match="'check_psd' parameter of machines.hard_margin_svm"):
+                machines.hard_margin_svm(Kd, y, check_psd=bad)
+        for bad in (None, 0, "auto"):  # documented as a bool
+            with pytest.raises(InvalidParameterError, match="'check_psd' parameter of subgradient_descent"):
+                dynamics.subgradient_descent(Kd, y, "hinge", 0.1, 0.1, 3, check_psd=bad)
+    with pytest.raises(InvalidParameterError, match="'K'.*positive semidefinite"):
+        machines.solve(Kd, y, "logistic", 1.0)
+
+
+def test_squared_hinge_psd_rounding_level_with_tiny_lam_is_refused_on_dask(client):
+    """Issue 26 item 9 on Dask: a rounding-level negative eigenvalue below −λ/2 (eigenvector y/√n, along which the
+    dual box is unbounded) gave "internal error: unbounded direction"; now an error naming 'lam', as machines'."""
+    rng = np.random.default_rng(1)
+    n = 60
+    y = np.sign(rng.standard_normal(n))
+    v = y / np.sqrt(n)
+    P = np.eye(n) - np.outer(v, v)
+    X = P @ rng.standard_normal((n, 10))
+    K = P @ (X @ X.T) @ P
+    K = K - 4 * np.finfo(float).eps * np.linalg.norm(K, 2) * np.outer(v, v)
+    K = (K + K.T) / 2
+    assert np.linalg.eigvalsh(K)[0] < -1e-14 / 2
+    with pytest.raises(InvalidParameterError, match="'lam' parameter of machines.solve is too small for the "
+                                                    "squared_hinge loss.*lambda_min\\(K\\) <= -"):
+        machines.solve(da.from_array(K, chunks=20), y, "squared_hinge", 1e-14)

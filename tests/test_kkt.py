@@ -561,3 +561,32 @@ def test_intercept_fit_is_scale_covariant_at_tiny_scales(name):
     assert m.gap_rounding == pytest.approx(base.gap_rounding, rel=1e-6)
     f, f0 = (K * s) @ m.alpha_ + m.intercept_, K @ base.alpha_ + base.intercept_
     np.testing.assert_allclose(f, f0, rtol=0, atol=1e-12 * np.abs(f0).max())
+
+
+def test_squared_hinge_with_lam_below_a_rounding_level_negative_eigenvalue_is_refused(asxp):
+    """Issue 26 item 9, with an intercept: the equality-constrained QP raised "internal error: unbounded direction
+    in the intercept QP" (RuntimeError).  K = P(XXᵀ)P − 4·eps·‖K‖₂·vvᵀ (v = y/√n ⟂ 1 up to the labels' balance,
+    P = I − vvᵀ): its one negative eigenvalue is rounding level (the PSD test accepts it) and below −λ/2.  Now an
+    error naming 'lam' with an upper bound on λ_min(K) that numpy's eigvalsh confirms."""
+    import re
+
+    rng = np.random.default_rng(1)
+    n = 60
+    y = np.sign(rng.standard_normal(n))
+    v = y / np.sqrt(n)
+    P = np.eye(n) - np.outer(v, v)
+    X = P @ rng.standard_normal((n, 10))
+    K = P @ (X @ X.T) @ P
+    K = K - 4 * np.finfo(float).eps * np.linalg.norm(K, 2) * np.outer(v, v)
+    K = (K + K.T) / 2
+    lmin = np.linalg.eigvalsh(K)[0]
+    assert -n * np.finfo(float).eps * np.linalg.norm(K) < lmin < -1e-15 / 2
+    machines.checked_gram(asxp(K))  # accepted by the PSD test
+    for lam in (1e-14, 1e-15):
+        with pytest.raises(InvalidParameterError, match="'lam' parameter of kkt.fit_with_intercept is too small for "
+                                                        "the squared_hinge loss") as info:
+            kkt.fit_with_intercept(asxp(K), asxp(y), "squared_hinge", lam)
+        msg = str(info.value)
+        bound = float(re.search(r"lambda_min\(K\) <= (\S+)\)", msg).group(1))
+        assert lmin <= bound * (1 - 1e-2) + 1e-3 * abs(lmin) and bound < 0
+        assert "internal error" not in msg and "nan" not in msg.lower()

@@ -7,6 +7,7 @@ preconditioner through its defining property (rank = n makes the preconditioned 
 two distinct eigenvalues, so CG stops in ≤ 2 steps).
 """
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -265,3 +266,117 @@ def test_dask_gram_solution_is_linear_in_y_at_every_scale(s):
     m_np = krr.solve_cg(K, y * s, lam, rank=6)  # the NumPy route: the same steps, sums in another order
     assert m_np.n_iter == m.n_iter
     assert _norm(alpha - m_np.alpha_) <= m.alpha_error_bound + m_np.alpha_error_bound + 2 * rounding
+
+
+# ----------------------------------------------------------------- issue 26: K ⪰ 0 is tested, not assumed
+def _indefinite(n=50, nu=0.3, seed=0):
+    """K = Q·diag(−ν, 0.5 … 10)·Qᵀ: one eigenvalue −ν, in (−λ/2, 0) for λ = 1 when ν < 0.5 (K + μI ≻ 0)."""
+    rng = np.random.default_rng(seed)
+    Q, _ = np.linalg.qr(rng.standard_normal((n, n)))
+    ev = np.linspace(0.5, 10.0, n)
+    ev[0] = -nu
+    K = (Q * ev) @ Q.T
+    return (K + K.T) / 2, rng.standard_normal(n)
+
+
+def test_indefinite_gram_that_cg_can_solve_is_refused_like_machines(asxp, tonp):
+    """Issue 26 item 4: an eigenvalue −ν ∈ (−λ/2, 0) keeps K + μI positive definite, so CG converged
+    (converged=True, gap 2e-26) to α* = (K + μI)⁻¹y, a saddle of P: a point 2.4e5 lower exists.  machines.solve
+    refused the same K; krr.solve_cg now runs the same PSD test (every method, and on a CheckedGram)."""
+    K, y = _indefinite()
+    n, lam, mu, nu = K.shape[0], 1.0, 0.5, 0.3
+    # the independent route (numpy): the eigenvalue, and P(α* + tv) = P(α*) − t²ν(μ − ν) along its eigenvector
+    w, V = np.linalg.eigh(K)
+    assert w[0] == pytest.approx(-nu, abs=1e-12) and -mu < w[0] < 0 and w[1] > 0
+
+    def P(a):
+        g = K @ a
+        return lam / 2 * a @ g + np.sum((g - y) ** 2)
+
+    a_star = np.linalg.solve(K + mu * np.eye(n), y)
+    drop = P(a_star) - P(a_star + 2000.0 * V[:, 0])
+    assert drop == pytest.approx(2000.0**2 * nu * (mu - nu), rel=1e-6) and drop > 2.39e5
+    with pytest.raises(InvalidParameterError, match="'K' parameter of machines.solve must be positive semidefinite"):
+        machines.solve(asxp(K), asxp(y), "squared", lam)
+    for check_psd in (True, "auto", "cholesky", "lanczos"):
+        with pytest.raises(InvalidParameterError, match="'K' parameter of krr.solve_cg must be positive semidefinite"):
+            krr.solve_cg(asxp(K), asxp(y), lam) if check_psd is True else \
+                krr.solve_cg(asxp(K), asxp(y), lam, check_psd=check_psd)
+    G = machines.checked_gram(asxp(K), check_psd=False)  # checked without a PSD test: the default upgrades it
+    with pytest.raises(InvalidParameterError, match="positive semidefinite"):
+        krr.solve_cg(G, asxp(y), lam)
+    # check_psd=False is the documented opt-out: CG still reaches the saddle, whose "certificate" assumes K ⪰ 0
+    m = krr.solve_cg(asxp(K), asxp(y), lam, check_psd=False)
+    assert m.converged and np.linalg.norm(tonp(m.alpha_) - a_star) <= 1e-6 * np.linalg.norm(a_star)
+    assert P(tonp(m.alpha_) + 2000.0 * V[:, 0]) < P(tonp(m.alpha_)) - 2.39e5
+
+
+@pytest.mark.parametrize("preconditioner", ["nystrom", "jacobi", None])
+def test_negative_curvature_beyond_rounding_is_a_proof_of_indefiniteness(asxp, preconditioner):
+    """With the PSD test off, K + μI indefinite (ν = 2 > μ): the direction CG finds with pᵀ(K + μI)p below
+    −2.1(n + 2)·eps·(tr K + μ)‖p‖² (more than any PSD K's rounding) refuses K, with that bound."""
+    K, y = _indefinite(nu=2.0)
+    with pytest.raises(InvalidParameterError, match="'K'.*positive semidefinite: conjugate gradients found a "
+                                                    "direction p .* below the rounding error any PSD K allows"):
+        krr.solve_cg(asxp(K), asxp(y), 1.0, check_psd=False, preconditioner=preconditioner)
+
+
+def test_psd_gram_with_a_tiny_lam_is_never_called_indefinite(asxp, tonp):
+    """A PSD Gram of rank 3 (rounding gives it eigenvalues ±1e-15·‖K‖) with λ/2 far below that rounding: CG may
+    converge, stop or break down, but no pᵀ(K + μI)p within the rounding bound is reported as a proof."""
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((40, 3))
+    K, y = X @ X.T, rng.standard_normal(40)
+    for lam in (1e-10, 1e-14, 1e-18):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            m = krr.solve_cg(asxp(K), asxp(y), lam, check_psd=False, preconditioner=None)
+        assert np.all(np.isfinite(tonp(m.alpha_))) and math.isfinite(m.residual)
+
+
+def _fc_gram(n, seed, depth, duplicates):
+    rng = np.random.default_rng(seed)
+    X = np.abs(rng.standard_normal((n, 5)))
+    X[-duplicates:] = X[:duplicates]
+    return kernels.fc(X, depth=depth).ntk, np.sign(rng.standard_normal(n))
+
+
+def test_float32_breakdown_is_reported_as_rounding_not_as_an_indefinite_gram(asxp, tonp):
+    """Issue 26 item 9: float32 CG on a singular NTK Gram with λ = 1e-8 (eps·(tr K + μ)/μ ≫ 1) raised "K must be
+    positive semidefinite: pᵀ(K + (λ/2)I)p = -4.12 ≤ 0".  K passes the PSD test; the breakdown is rounding.  Now the
+    last finite iterate is returned with its recomputed residual, converged=False, and a ConvergenceWarning that
+    names the cause and float64 (never NaN)."""
+    K, y = _fc_gram(30, 0, 1, 10)
+    K32, y32 = K.astype(np.float32), y.astype(np.float32)
+    machines.checked_gram(asxp(K32))  # PSD to the test's tolerance
+    with pytest.warns(machines.ConvergenceWarning) as rec:
+        m = krr.solve_cg(asxp(K32), asxp(y32), 1e-8)
+    msg = " ".join(str(r.message) for r in rec if issubclass(r.category, machines.ConvergenceWarning))
+    assert "broke down in float32" in msg and "float64" in msg and "not a proof that K is indefinite" in msg
+    assert "nan" not in msg.lower()
+    assert not m.converged and m.residual > m.tol
+    alpha = tonp(m.alpha_).astype(np.float64)
+    assert np.all(np.isfinite(alpha))
+    # the residual reported is the recomputed one of the α returned (float32 rounding of its evaluation aside)
+    A = K32.astype(np.float64) + 0.5e-8 * np.eye(30)
+    r = np.linalg.norm(y32 - A @ alpha) / np.linalg.norm(y32)
+    scale = np.linalg.norm(np.abs(A) @ np.abs(alpha) + np.abs(y32)) / np.linalg.norm(y32)
+    assert abs(r - m.residual) <= 4 * 30 * np.finfo(np.float32).eps * scale
+    # float64 solves the same problem (the remedy the warning names)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # float64 reaches 1e-7 here, not tol = 1e-8: that it stops finite is the point
+        m64 = krr.solve_cg(asxp(K32.astype(np.float64)), asxp(y32.astype(np.float64)), 1e-8, max_iter=5000)
+    assert m64.residual < 1e-5 < m.residual
+
+
+def test_float32_tol_below_the_attainable_residual_no_longer_blows_up(asxp, tonp):
+    """The old solver raised "pᵀ(K + (λ/2)I)p = nan ≤ 0 at step 718" here: after the true residual replaced the
+    recurrence's (tol 1e-7 below float32's attainable residual), β = rᵀMr/rz mixed the two and p grew to overflow.
+    CG now restarts at each replacement: a finite α, its recomputed residual, no NaN anywhere."""
+    K, y = _fc_gram(80, 1, 2, 10)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        m = krr.solve_cg(asxp(K.astype(np.float32)), asxp(y.astype(np.float32)), 1.0, tol=1e-7)
+    assert np.all(np.isfinite(tonp(m.alpha_))) and m.residual < 1e-5
+    assert m.converged or any(issubclass(r.category, machines.ConvergenceWarning) for r in rec)
+    assert not any("nan" in str(r.message).lower() for r in rec)

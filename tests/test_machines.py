@@ -12,6 +12,7 @@ Oracles (none shares code with ntkref.machines):
   where its bias is 0 by symmetry, so its problem coincides with ours.
 Both K = XXᵀ of rank d < n (singular: α is not unique, g is) and d > n are used.
 """
+import re
 import warnings
 
 import numpy as np
@@ -1216,3 +1217,141 @@ def test_an_input_on_another_device_is_named_not_moved():
                        (lambda: kkt.kkt_residual(alpha, Kd, yd, "hinge", 0.5), "alpha")):
         with pytest.raises(InvalidParameterError, match=f"'{name}' parameter .* on device .*move them"):
             call()
+
+
+# --------------------------------------------------- issue 26: check_psd takes only its documented values
+_BAD_CHECK_PSD = (None, "yes", 1.5, 1, 0, "Cholesky", np.True_)
+
+
+def _check_psd_calls(asxp):
+    """One valid call per public function with a ``check_psd`` parameter: name -> (call(check_psd), documented)."""
+    from ntkref import dynamics, kkt, krr
+
+    K, y = _small_gram()
+    Kx, yx = asxp(K), asxp(y)
+    methods = (True, False, "auto", "cholesky", "lanczos")
+    return {
+        "machines.solve": (lambda v: machines.solve(Kx, yx, "hinge", 0.5, check_psd=v), methods),
+        "machines.fit": (lambda v: machines.fit(Kx, yx, "logistic", 0.5, check_psd=v), methods),
+        "machines.hard_margin_svm": (lambda v: machines.hard_margin_svm(Kx, yx, check_psd=v), methods),
+        "machines.checked_gram": (lambda v: machines.checked_gram(Kx, check_psd=v), methods),
+        "machines.rkhs_norm": (lambda v: machines.rkhs_norm(yx, Kx, check_psd=v), methods),
+        "kkt.fit_with_intercept": (lambda v: kkt.fit_with_intercept(Kx, yx, "hinge", 0.5, check_psd=v), methods),
+        "krr.solve_cg": (lambda v: krr.solve_cg(Kx, yx, 0.5, check_psd=v), methods),
+        "krr.fit_cg": (lambda v: krr.fit_cg(Kx, yx, 0.5, check_psd=v), methods),
+        "dynamics.subgradient_descent": (
+            lambda v: dynamics.subgradient_descent(Kx, yx, "hinge", 0.1, 0.1, 3, check_psd=v), (True, False)),
+    }
+
+
+def _public_functions_with_check_psd():
+    import importlib
+    import inspect
+    import pkgutil
+
+    import ntkref
+
+    found = set()
+    for info in pkgutil.iter_modules(ntkref.__path__):
+        if info.name.startswith("_") or info.name in ("cli", "pytest_plugin"):
+            continue
+        mod = importlib.import_module(f"ntkref.{info.name}")
+        for name in getattr(mod, "__all__", ()):
+            obj = getattr(mod, name, None)
+            if callable(obj) and not inspect.isclass(obj):
+                try:
+                    params = inspect.signature(obj).parameters
+                except (TypeError, ValueError):
+                    continue
+                if "check_psd" in params:
+                    found.add(f"{info.name}.{name}")
+    return found
+
+
+def test_every_check_psd_refuses_undocumented_values(asxp):
+    """Issue 26 item 5: ``check_psd=None`` silently turned the PSD test off (machines.solve, kkt.fit_with_intercept,
+    machines.checked_gram: converged=True on indefinite Grams); 1 and 0 passed as True/False through ``in``.  Every
+    public function with a ``check_psd`` parameter (found by signature, so a new one must be added here) accepts
+    its documented values and refuses anything else with the one template naming ``check_psd``."""
+    calls = _check_psd_calls(asxp)
+    assert _public_functions_with_check_psd() == set(calls) - {"krr.fit_cg"}  # fit_cg forwards **kwargs
+    for name, (call, documented) in calls.items():
+        for value in documented:
+            call(value)  # accepted (the Gram is PSD)
+        bad = _BAD_CHECK_PSD + (("auto", "cholesky", "lanczos") if documented == (True, False) else ())
+        for value in bad:
+            with pytest.raises(InvalidParameterError,
+                               match=r"The 'check_psd' parameter of .* must be one of True, False.*Got "):
+                call(value)
+
+
+def _indefinite_gram(n=20, seed=0, shift=3.0):
+    """K = XXᵀ − shift·qqᵀ (rank 3 minus one direction): λ_min(K) ≈ −shift·(1 − ...) < 0, far beyond rounding."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, 3))
+    q = np.linalg.qr(rng.standard_normal((n, n)))[0][:, 0]
+    K = X @ X.T - shift * np.outer(q, q)
+    return (K + K.T) / 2, np.sign(X[:, 0] + 0.1)
+
+
+@pytest.mark.parametrize("loss", ALL)
+def test_indefinite_gram_with_check_psd_none_is_refused_not_certified(asxp, loss):
+    """Issue 26 item 5's reproductions: on an indefinite Gram (λ_min ≈ −2, numpy), check_psd=None gave
+    converged=True (and, for logistic, negative gaps) from machines.solve and kkt.fit_with_intercept, and a
+    CheckedGram with no PSD test from machines.checked_gram; each now refuses None naming check_psd, and the
+    default refuses the Gram naming K."""
+    from ntkref import kkt
+
+    K, y = _indefinite_gram()
+    assert np.linalg.eigvalsh(K)[0] < -1.0  # the independent route: K is indefinite
+    y = y if loss != "squared" else y * 0.5
+    Kx, yx = asxp(K), asxp(y)
+    for call in (lambda **kw: machines.solve(Kx, yx, _loss(loss), 0.1, **kw),
+                 lambda **kw: kkt.fit_with_intercept(Kx, yx, _loss(loss), 0.1, **kw)):
+        with pytest.raises(InvalidParameterError, match="'check_psd'.*Got None"):
+            call(check_psd=None)
+        with pytest.raises(InvalidParameterError, match="'K'.*positive semidefinite"):
+            call()
+    with pytest.raises(InvalidParameterError, match="'check_psd'.*Got None"):
+        machines.checked_gram(Kx, check_psd=None)
+
+
+# ------------------------------- issue 26 item 9: the squared hinge with lam/2 below a rounding-level λ_min(K)
+def _rounding_level_indefinite(n=60, c=4.0, seed=1):
+    """K = P(XXᵀ)P − c·eps·‖K‖₂·vvᵀ, v = y/√n, P = I − vvᵀ: a PSD rank-10 Gram whose one negative eigenvalue
+    −c·eps·‖K‖₂ (rounding level: within the PSD test's tolerance n·eps·‖K‖_F) has the eigenvector y/√n, along
+    which the squared hinge's dual box {yᵢαᵢ ≥ 0} is unbounded."""
+    rng = np.random.default_rng(seed)
+    y = np.sign(rng.standard_normal(n))
+    v = y / np.sqrt(n)
+    P = np.eye(n) - np.outer(v, v)
+    X = P @ rng.standard_normal((n, 10))
+    K = P @ (X @ X.T) @ P
+    K = K - c * np.finfo(float).eps * np.linalg.norm(K, 2) * np.outer(v, v)
+    return (K + K.T) / 2, y
+
+
+@pytest.mark.parametrize("lam", [1e-13, 1e-15])
+@pytest.mark.parametrize("check_psd", [True, "lanczos"])
+def test_squared_hinge_with_lam_below_a_rounding_level_negative_eigenvalue_is_refused(asxp, lam, check_psd):
+    """Issue 26 item 9: the QP raised "internal error: unbounded direction" (RuntimeError).  Now an error naming
+    'lam', with an upper bound on λ_min(K) that numpy's eigvalsh confirms and a λ for which the solve runs."""
+    K, y = _rounding_level_indefinite()
+    eps = np.finfo(float).eps
+    lmin = np.linalg.eigvalsh(K)[0]
+    delta = K.shape[0] * eps * np.linalg.norm(K)
+    assert -delta < lmin < -lam / 2  # rounding level, below −λ/2
+    machines.checked_gram(asxp(K))  # the PSD test accepts it (within its tolerance)
+    with pytest.raises(InvalidParameterError, match="'lam' parameter of machines.solve is too small for the "
+                                                    "squared_hinge loss") as info:
+        machines.solve(asxp(K), asxp(y), "squared_hinge", lam, check_psd=check_psd)
+    msg = str(info.value)
+    assert "internal error" not in msg and "nan" not in msg.lower()
+    bound = float(re.search(r"lambda_min\(K\) <= (\S+)\)", msg).group(1))
+    assert lmin <= bound * (1 - 1e-2) + 1e-3 * abs(lmin) and bound < 0  # a true bound (3 digits), and negative
+    need = float(re.search(r"Use lam >= (\S+) ", msg).group(1))
+    assert need > 2 * abs(lmin)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # |α| ~ 1/λ: the certificate may miss tol, it must not refuse
+        m = machines.solve(asxp(K), asxp(y), "squared_hinge", need, check_psd=check_psd)
+    assert np.isfinite(m.duality_gap) and m.duality_gap >= -1e-6 * max(1.0, m.primal_objective)

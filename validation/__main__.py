@@ -8,6 +8,7 @@ Usage::
     python -m validation --only peers    # the peer audit (needs the `peers` extra; skipped with a note otherwise)
     python -m validation --mnist DIR     # a full MNIST (train-/t10k- IDX files) instead of the embedded 0/1 digits
     python -m validation demo            # NTK values on adversarial inputs vs a 50-digit mpmath evaluation
+    python -m validation --quiet         # no progress: only the summary at the end
 
 Seed 000 (Chen et al.): Tables 1–3 and Figures 1, A.1, B.2 on real MNIST digits.  Seed 002 (Wei et al.): the
 kernel-vs-regularised-net sample complexity on the distribution 𝒟 (Thm 2.1) and on a teacher network (App. F.3),
@@ -23,6 +24,11 @@ results copied back with ``host`` for the tables, claims and figures.  For examp
 ``NTKREF_BACKEND=cupy python -m validation`` runs on the GPU, and
 ``NTKREF_BACKEND=array_api_strict NTKREF_DEVICE=device1 python -m validation --quick`` on the strict namespace's
 second device (the CPU stand-in for a GPU: any implicit conversion to NumPy fails there).
+
+Progress: timestamped log lines on stdout and, while stderr is a terminal, tqdm bars there (the sections and
+the long loops inside them, with rate and time left); when stderr is not a terminal (a pipe, a file, CI) the
+loops report as plain lines on stdout instead (count, rate and time left about every tenth of a loop; no bar
+fragments, no carriage returns).  ``--quiet`` prints neither: only the summary at the end.
 
 The report (``report.md``, ``results.json``, PNG figures) puts each table next to the paper's numbers with a
 verdict per claim and states the backend and device; the exit code is 1 if any checked claim fails.  The demo prints NTK values on inputs that
@@ -138,10 +144,12 @@ def reproduce(argv=None):
     p.add_argument("--only", nargs="+", choices=SECTIONS + OTHER_SECTIONS + tuple(GROUPS),
                    help="run only these sections (or groups: seed000, seed002, seed003)")
     p.add_argument("--no-figures", action="store_true", help="skip the PNG figures (no matplotlib needed)")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress (neither the log lines nor the bars): only the summary at the end")
     args = p.parse_args(argv)
     argv = list(argv) if argv is not None else sys.argv[1:]
     settings = Settings.quick() if args.quick else Settings.full()
-    log = Log()
+    log = Log(quiet=args.quiet)
     log(f"backend: {backend_description()}")
     only = None
     if args.only is not None:
@@ -156,7 +164,9 @@ def reproduce(argv=None):
     outdir = pathlib.Path(args.out)
     outdir.mkdir(parents=True, exist_ok=True)
     sections, extra = [], {}
+    bar = log.progress(total=len(wanted) + len(wanted_other), label="sections", unit="section")
     for key in wanted:
+        bar.set_postfix(key)
         mod = importlib.import_module(f"validation.{key}")
         kw = {}
         if key == "table2":
@@ -171,13 +181,17 @@ def reproduce(argv=None):
         sections.append(sec)
         verdicts = ", ".join(c.verdict for c in sec.claims)
         log(f"{sec.title}: {sec.seconds:.0f} s; claims: {verdicts or '–'}")
+        bar.update()
     for key in wanted_other:
+        bar.set_postfix(key)
         mod = importlib.import_module(f"validation.{key}")
         log(f"{key}: start")
         sec = mod.run(log, plt, outdir, quick=args.quick)
         sections.append(sec)
         verdicts = ", ".join(c.verdict for c in sec.claims)
         log(f"{sec.title}: {sec.seconds:.0f} s; claims: {verdicts or '–'}")
+        bar.update()
+    bar.close()
     path = report.write(outdir, sections, settings=settings, task=task, total_seconds=log.elapsed(), argv=argv)
     claims = [c for s in sections for c in s.claims]
     print("\nSummary")

@@ -8,8 +8,10 @@ from dataclasses import dataclass, field
 
 import array_api_compat.numpy as HOST  # noqa: F401  (re-exported)
 import numpy as np
+from tqdm import tqdm
 
 from ntkref._lib import backend as _backend
+from ntkref.cli._progress import is_terminal, tqdm_options
 
 # Where the reproductions run.  The data (MNIST digits, samples of seed 002's 𝒟, teacher networks, initial
 # parameters) are drawn on the host with NumPy — the same numbers whatever the backend — and every call of one of
@@ -131,30 +133,96 @@ class Settings:
 
 
 # --------------------------------------------------------------------------- progress
-class Log:
-    """Plain progress lines with the elapsed time since the start (``[  12.3 s] message``)."""
+#: the plain progress line (no bar, no carriage return): tqdm's own count, elapsed, time left and rate
+PLAIN_FORMAT = "{desc}: {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}{postfix}]"
 
-    def __init__(self, stream=None, quiet=False):
+
+class Log:
+    """The main job's log: timestamped lines (``[  12.3 s] message``) and the progress of its loops.
+
+    Lines go to ``stream`` (stdout).  Loops report through :meth:`progress`: a tqdm bar with rate and time left
+    on ``bar_stream`` (stderr) when that is a terminal; otherwise (piped to a file, CI) plain lines on ``stream``
+    about every tenth of a loop, with the same count, rate and time left and no bar fragments or carriage
+    returns.  ``quiet=True`` prints neither lines nor progress.  ``bars`` forces the choice (``None``: decide
+    by ``is_terminal(bar_stream)``).
+    """
+
+    def __init__(self, stream=None, quiet=False, *, bars=None, bar_stream=None):
         self.t0 = time.perf_counter()
         self.stream = stream or sys.stdout
+        self.bar_stream = bar_stream or sys.stderr
         self.quiet = quiet
+        self.bars = not quiet and (is_terminal(self.bar_stream) if bars is None else bool(bars))
+        self.open_bars = 0
 
     def elapsed(self):
         return time.perf_counter() - self.t0
 
     def __call__(self, msg):
-        if not self.quiet:
-            print(f"[{self.elapsed():7.1f} s] {msg}", file=self.stream, flush=True)
-
-    def bar(self, i, n, label):
-        """A one-line progress bar, printed at most ~10 times per loop."""
-        if self.quiet or n <= 0:
+        if self.quiet:
             return
-        every = max(1, n // 10)
-        if i == n or i % every == 0:
-            done = int(20 * i / n)
-            print(f"[{self.elapsed():7.1f} s]   {label} [{'#' * done}{'.' * (20 - done)}] {i}/{n}",
-                  file=self.stream, flush=True)
+        line = f"[{self.elapsed():7.1f} s] {msg}"
+        if self.bars:
+            tqdm.write(line, file=self.stream)  # above the bars, which are redrawn below it
+            self.stream.flush()
+        else:
+            print(line, file=self.stream, flush=True)
+
+    def progress(self, iterable=None, label="", *, total=None, unit="it", leave=None):
+        """The progress of one loop: iterate over it (``for x in log.progress(items, "label")``) or call
+        ``update(k)`` (``with log.progress(total=n, label=...) as p``); ``set_postfix(text)`` adds a note.
+        A bar stays on the screen when it closes (``leave``) unless it ran inside another bar."""
+        return Progress(self, iterable, label, total, unit, leave)
+
+
+class Progress:
+    """One loop's progress (:meth:`Log.progress`): a tqdm bar, plain lines or nothing."""
+
+    def __init__(self, log, iterable, label, total, unit, leave):
+        if total is None and iterable is not None and hasattr(iterable, "__len__"):
+            total = len(iterable)
+        self.log, self.iterable, self.label, self.total, self.unit = log, iterable, label, total, unit
+        self.n, self.t0, self.postfix = 0, time.perf_counter(), ""
+        self._every = max(1, (total or 0) // 10)
+        self._bar = None
+        if log.bars:
+            leave = log.open_bars == 0 if leave is None else leave
+            log.open_bars += 1
+            self._bar = tqdm(total=total, desc=label, unit=unit, file=log.bar_stream, leave=leave,
+                             **tqdm_options(log.bar_stream))
+
+    def __iter__(self):
+        try:
+            for item in self.iterable:
+                yield item
+                self.update()
+        finally:
+            self.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def set_postfix(self, text):
+        self.postfix = str(text)
+        if self._bar is not None:
+            self._bar.set_postfix_str(self.postfix)
+
+    def update(self, k=1):
+        before, self.n = self.n, self.n + k
+        if self._bar is not None:
+            self._bar.update(k)
+        elif not self.log.quiet and (self.n == self.total or self.n // self._every > before // self._every):
+            self.log("  " + tqdm.format_meter(self.n, self.total, time.perf_counter() - self.t0, prefix=self.label,
+                                              unit=self.unit, postfix=self.postfix or None, bar_format=PLAIN_FORMAT))
+
+    def close(self):
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+            self.log.open_bars -= 1
 
 
 # --------------------------------------------------------------------------- claims

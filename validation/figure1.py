@@ -30,7 +30,7 @@ def run(task, settings, log, plt=None, outdir=None):
     xt = task.x_test[: settings.f1_n_test]
     x_d, y_d, xt_d = on_backend((x, y, xt))
     runs = {}
-    for i, (lr, width) in enumerate(settings.f1_runs):
+    for lr, width in log.progress(settings.f1_runs, "Figure 1 runs", unit="run"):
         t1 = time.perf_counter()
         log(f"Figure 1: width {width}, η̂ = {lr}, {settings.f1_steps} steps on n = {n} (NN, SVM with Θ̂(w₀), SVM with the NTK)")
         net = nets.FullyConnected(x.shape[1], width)

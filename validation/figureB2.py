@@ -88,6 +88,7 @@ def run(task, settings, log, plt=None, outdir=None):
     record()
     log(f"Figure B.2: width {settings.b2_width}, n = {n}, {settings.b2_steps} steps in chunks of {settings.b2_chunk} "
         "(empirical NTK at every step for Theorem 4.1)")
+    bar = log.progress(total=settings.b2_steps, label="Figure B.2 steps", unit="step")
     while steps_done < settings.b2_steps:
         c = min(settings.b2_chunk, settings.b2_steps - steps_done)
         tr = nets.train(net, params, x_d, y_d, "hinge", lam, lr, c, x_test=xt_d, reduction="mean",
@@ -99,7 +100,8 @@ def run(task, settings, log, plt=None, outdir=None):
         ft_nn = host(tr.f_test)[-1]
         steps_done += c
         record()
-        log.bar(steps_done, settings.b2_steps, "Figure B.2 steps")
+        bar.update(c)
+    bar.close()
     R = {k: np.asarray(v) for k, v in rec.items()}
     claims = []
     scale = float(np.max(np.abs(f_nn)))

@@ -92,7 +92,7 @@ def _flow_experiment(log, quick):
         "degenerate, σ = 0": dict(theta0=degenerate, sigma=0.0),
     }
     out = {}
-    for name, kw in runs.items():
+    for name, kw in log.progress(list(runs.items()), "§3 flows", unit="flow"):
         t1 = time.perf_counter()
         X_d, y_d = on_backend((X, y))
         if "theta0" in kw:
@@ -142,6 +142,7 @@ def _f1_experiment(log, quick):
     marks = sorted(set(list(range(0, 201, 10)) + list(range(200, 1001, 25)) + list(range(0, steps + 1, max(1, steps // 40)))))
     res = {lam: {"margin": [], "test_acc": [], "train_err": [], "changed": [], "norm": []} for lam in lams}
     final_correct = {lam: [] for lam in lams}  # per trial: (n_test,) bool, final net correct on each test point
+    bar = log.progress(total=trials * len(lams), label="F.1 trials × λ", unit="run")
     for trial in range(trials):
         rng = np.random.default_rng(1000 + trial)
         A, B = rng.standard_normal(teacher_width), rng.standard_normal((d, teacher_width))
@@ -173,6 +174,8 @@ def _f1_experiment(log, quick):
             log(f"F.1 trial {trial + 1}/{trials}, λ = {lam:g}: margin {curves['margin'][-1]:.4g}, "
                 f"test acc {curves['test_acc'][-1]:.4f}, changed {100 * curves['changed'][-1]:.1f} % "
                 f"[{time.perf_counter() - t1:.1f} s]")
+            bar.update()
+    bar.close()
     marks = np.asarray(marks)
     summary = {}
     for lam in lams:

@@ -194,7 +194,7 @@ def run(log, plt=None, outdir=None, *, quick=False):
         grid = _grid(d, quick)
         log(f"seed002 F.3/Thm 2.1: d = {d}, n in {grid}, {trials} trial(s), test error "
             f"{'exact (all 4·2^(d-2) support points)' if exact else f'on {4 * M} orbit points'}")
-        for i, n in enumerate(grid):
+        for n in log.progress(grid, f"d = {d}", unit="n"):
             row = {"d": d, "n": n, "n_over_d": n / d, "n_over_d2": n / d**2, "exact_test": exact}
             for r_w, r_u in KERNELS:
                 res = [kernel_point(d, n, 1000 * d + s, r_w=r_w, r_u=r_u, z_test=z_test) for s in range(trials)]
@@ -209,7 +209,6 @@ def run(log, plt=None, outdir=None, *, quick=False):
                 row["net_loss_max"] = float(np.max([r[1] for r in res]))
                 row["net_margin"] = float(np.mean([r[2] for r in res]))
             rows.append(row)
-            log.bar(i + 1, len(grid), f"d = {d}")
     # Lemma B.6 statistic
     b6 = []
     for k in ((10, 20) if quick else (10, 20, 30)):

@@ -68,7 +68,7 @@ def run_f4(log, quick):
     exps = (6, 10, 14) if quick else tuple(range(4, 21, 2))
     restarts = 1 if quick else F4["restarts"]
     rows, prev, best_params = [], None, {}
-    for i, k in enumerate(exps):
+    for k in log.progress(exps, "F.4 λ grid", unit="λ"):
         lam = 2.0 ** -k
         starts = ([prev] if prev is not None else []) + [on_backend(net.init(100 * k + s, scale=0.5, xp=HOST))
                                                          for s in range(restarts)]
@@ -92,7 +92,6 @@ def run_f4(log, quick):
                      "cert_holds": bool(cert is None or (g >= cert.margin_lower and L <= cert.loss_upper)),
                      "iterations": rec.n_iterations})
         best_params[k] = p
-        log.bar(i + 1, len(exps), "F.4 λ grid")
     # normalized functions on a grid: net f(·; Θ/‖Θ‖) vs the ℓ1-SVM's balanced net (‖μ‖₁ = 1 → ⟨μ, φ⟩/2)
     k_show = 14
     grid = np.linspace(-1.2, 1.2, 481)
@@ -138,8 +137,7 @@ def run_f2(log, quick):
     n = 100 if quick else 200
     steps = 400 if quick else 1500
     per = []
-    total = len(widths) * trials
-    done = 0
+    bar = log.progress(total=len(widths) * trials, label="F.2 widths × trials", unit="net")
     for t in range(trials):
         x, y, xt, yt = f2_task(1000 + t, n, F2["n_test"], F2["d"], F2["teacher_width"], F2["margin"])
         x_d, y_d, xt_d = on_backend((x, y, xt))
@@ -152,8 +150,8 @@ def run_f2(log, quick):
             per.append({"trial": t, "width": m, "train_error": train_err, "test_error": test_err,
                         "margin": float(M.normalized_margin(net, p, x_d, y_d)), "iterations": rec.n_iterations,
                         "objective": float(rec.objective[-1])})
-            done += 1
-            log.bar(done, total, "F.2 widths × trials")
+            bar.update()
+    bar.close()
     rows = []
     for m in widths:
         fit = [r for r in per if r["width"] == m and r["train_error"] == 0.0]

@@ -269,9 +269,8 @@ def run(log, plt=None, outdir=None, *, quick=False):
         log(f"seed002 F.3 teacher: {task}, n in {grid}, width m = n, {trials} trial(s), λ = {NET['lam']:g}, "
             f"L-BFGS {steps} it.")
         jobs = [(n, t) for n in grid for t in range(trials)]
-        for i, (n, t) in enumerate(jobs):
+        for n, t in log.progress(jobs, task, unit="fit"):
             rows.append(point(task, n, t, n_test=n_test, steps=steps))
-            log.bar(i + 1, len(jobs), task)
     means = _mean_rows(rows)
     cls = [m for m in means if m["task"] == "classification"]
     reg = [m for m in means if m["task"] == "regression"]

@@ -92,8 +92,7 @@ def _width_sweep(cfg, log):
     f_ntr_train, f_ntr_test = K @ alpha, Kt @ alpha
     lr = _lr(K, zeta, 0.8)
     rows = []
-    total = len(cfg["widths"]) * len(cfg["seeds"]) * 2
-    done = 0
+    bar = log.progress(total=len(cfg["widths"]) * len(cfg["seeds"]) * 2, label="A: width sweep", unit="run")
     for width in cfg["widths"]:
         net = Antisymmetric(FullyConnected(d, width, depth=1))
         for mode in ("empirical", "analytic"):
@@ -104,10 +103,10 @@ def _width_sweep(cfg, log):
                                          kernel=None if mode == "empirical" else K_d)
                 gaps_train.append(np.max(np.abs(host(tr.f_train)[-1] - f_ntr_train)))
                 gaps_test.append(np.max(np.abs(host(tr.f_test)[-1] - f_ntr_test)))
-                done += 1
-                log.bar(done, total, "A: width sweep")
+                bar.update()
             rows.append({"width": width, "mode": mode, "gap_test": float(np.mean(gaps_test)),
                          "gap_train": float(np.mean(gaps_train)), "gap_test_runs": [float(g) for g in gaps_test]})
+    bar.close()
     # the run's own convergence: gap between the end of training and the limit of its linearised flow
     t_end = on_backend(np.asarray([lr * cfg["steps"]]))  # the flow's time T = η·steps, as a (1,) array on the backend
     flow_end = host(R.regularized_flow(K_d, Y_d, zeta, t_end, lr=lr).train)[0]
@@ -135,7 +134,7 @@ def _mnist(cfg, log):
     net = Antisymmetric(FullyConnected(X.shape[1], cfg["width"], depth=1))
     rows = []
     runs = [(z, None) for z in cfg["zetas"]] + [(z, cfg["subset"]) for z in cfg["subset_zetas"]]
-    for i, (zeta, subset) in enumerate(runs):
+    for zeta, subset in log.progress(runs, "B: MNIST τ sweep", unit="τ"):
         lr = _lr(K, zeta, 0.5)
         errs, mses, norms, gaps, point_errs = [], [], [], [], []
         for s in cfg["seeds"]:
@@ -161,7 +160,6 @@ def _mnist(cfg, log):
                      "krr_test_mse": float(np.mean((krr_t - Yt) ** 2)),
                      # per-test-point error averaged over the seeds, for paired comparisons (dropped from the results)
                      "_point_errors": np.mean(point_errs, axis=0)})
-        log.bar(i + 1, len(runs), "B: MNIST τ sweep")
     return {"rows": rows, "n_train": n, "n_test": Xt.shape[0], "width": cfg["width"], "steps": cfg["steps"],
             "source": task.source, "label_noise": cfg["label_noise"], "n_flipped": int(flip.sum())}
 

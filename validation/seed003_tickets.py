@@ -219,7 +219,7 @@ def _mlp_tickets(cfg, log):
     dense_points = points["last"]
     log(f"  dense AT: natural {dense[0]:.3f}, robust {dense[1]:.3f}  ({time.perf_counter() - t:.1f} s)")
     rows = []
-    for density in cfg["densities"]:
+    for density in log.progress(cfg["densities"], "AWT densities", unit="density"):
         row = {"density": density}
         res = sp.awt_search(net, p0, xs, ys, density, method="relaxed", steps=cfg["search_steps"], mask_every=5,
                             **search_kw)

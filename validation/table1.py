@@ -32,7 +32,9 @@ def run(task, settings, log, plt=None, outdir=None):
     x_d, y_d, xt_d = on_backend((x, y, xt))
     Ka_d = kernels.two_layer_relu_ntk(x_d)
     Ka = host(Ka_d)
-    for i, (loss, km_name) in enumerate(LOSSES):
+    losses = log.progress(LOSSES, "Table 1 losses", unit="loss")
+    for loss, km_name in losses:
+        losses.set_postfix(loss)
         net = nets.Antisymmetric(nets.FullyConnected(x.shape[1], settings.t1_width))
         params = on_backend(net.init(settings.seed, xp=HOST))  # drawn on the host: the same weights on every backend
         c = equivalence.compare(net, params, x_d, y_d, loss, lam, lr, settings.t1_steps, x_test=xt_d, analytic=True,
@@ -47,7 +49,6 @@ def run(task, settings, log, plt=None, outdir=None):
             "output_rms": rms(f[-1]), "km_to_optimum": rms(ga[-1] - g_star), "optimum_rms": rms(g_star),
             "nn_sample": f[:, 0], "km_sample": g[:, 0], "km_analytic_sample": ga[:, 0], "steps": host(c.nn.steps),
         }
-        log.bar(i + 1, len(LOSSES), f"Table 1 losses ({loss})")
     claims = []
     worst = max(r["gap_final_empirical"] / max(r["output_rms"], 1e-12) for r in rows.values())
     claims.append(Claim("Table 1", "for every loss the NN stays close to its KM with K = Θ̂(w₀) (relative RMS gap < 5%)",

@@ -57,8 +57,7 @@ def run(task, settings, log, plt=None, outdir=None, svm=None):
     rng = np.random.default_rng(12345)
     pick100 = rng.choice(task.n_test, size=min(100, task.n_test), replace=False)
     rows = {}
-    total = len(settings.t2_widths) * len(settings.t2_seeds)
-    k = 0
+    bar = log.progress(total=len(settings.t2_widths) * len(settings.t2_seeds), label="Table 2 NNs", unit="net")
     for width in settings.t2_widths:
         per_seed = []
         for seed in settings.t2_seeds:
@@ -82,15 +81,16 @@ def run(task, settings, log, plt=None, outdir=None, svm=None):
             for name, r in (("sound", sound), ("code", code)):
                 res[name] = {"full": mean_std(r[correct]), "100": mean_std(r[correct & sub])}
             per_seed.append(res)
-            k += 1
-            log.bar(k, total, f"Table 2 NNs (width {width}, seed {seed}: acc {res['accuracy']:.4f}, "
-                               f"sound IBP δ {res['sound']['full'][0]:.2e})")
+            bar.set_postfix(f"width {width}, seed {seed}: acc {res['accuracy']:.4f}, "
+                            f"sound IBP δ {res['sound']['full'][0]:.2e}")
+            bar.update()
         agg = {"accuracy": float(np.mean([r["accuracy"] for r in per_seed]))}
         for name in ("sound", "code"):
             for col in ("full", "100"):
                 agg[f"{name}_{col}"] = (float(np.mean([r[name][col][0] for r in per_seed])),
                                         float(np.mean([r[name][col][1] for r in per_seed])))
         rows[str(width)] = {"per_seed": per_seed, **agg}
+    bar.close()
     svm_row = None
     if svm is not None:
         r_paper, r_tight = np.asarray(svm["svm_row"]["paper_radii"]), np.asarray(svm["svm_row"]["tight_radii"])

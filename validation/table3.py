@@ -36,7 +36,7 @@ def run(task, settings, log, plt=None, outdir=None):
     models.append(("KRR", settings.t3_svm_lam))
     models.append(("SVM", settings.t3_svm_lam))
     rows = []
-    for i, (kind, lam) in enumerate(models):
+    for kind, lam in log.progress(models, "Table 3 models", unit="model"):
         alpha_dev = machines.fit(K_dev, dev["y_train"], "squared" if kind == "KRR" else "hinge", lam, reduction="sum")
         alpha = host(alpha_dev)
         acc = float(np.mean(np.sign(Kt @ alpha) == task.y_test))
@@ -46,7 +46,6 @@ def run(task, settings, log, plt=None, outdir=None):
             row[method] = {k: v for k, v in c.items() if k != "radii"}
             row[method + "_radii"] = c["radii"]
         rows.append(row)
-        log.bar(i + 1, len(models), "Table 3 models")
     base = rows[0]
     for row in rows:
         for method in ("paper", "tight"):

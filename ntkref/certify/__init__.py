@@ -52,6 +52,7 @@ Two NTK interval methods
       cone {|p| ≤ R}.  The pairs (p, R) reachable from the feasible set lie in
       the polygon P = [pᴸ, pᵁ] × [Rᴸ, Rᵁ] ∩ {|p| ≤ R} (ranges above; |p| ≤ R
       is Cauchy–Schwarz).  We return min_P Φ and max_P Φ, computed exactly:
+
       - max of a convex function over a polygon is attained at a vertex;
         every vertex of P lies on one of its four box edges;
       - Φ has no stationary point in the interior of the cone
@@ -62,6 +63,7 @@ Two NTK interval methods
         p = clip(u*·R) (u* = argmin h); on p = const, ∂Φ/∂R = −cos 2θ / sin θ
         (u = cos θ) vanishes at |p|/R = 1/√2, so the minimiser is
         R = clip(√2·|p|).  Both are exact one-dimensional convex minimisations.
+
     * Soundness: every x in the feasible set gives a (p, R) ∈ P, so
       min_P Φ ≤ 2πd·Θ(x, x′) ≤ max_P Φ.  ``"tight"`` ≥ ``"paper"``: the tight
       ranges are contained in the paper's (we intersect them, so this also

@@ -129,6 +129,23 @@ def ibp_bounds(net, params, x_lower, x_upper, *, W_std=None, b_std=None):
     lower, upper : arrays (n,)
         Sound: each interval is widened by (fan_in + 4)·eps·(|μ| + r)@|W| per layer
         for rounding.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntkref import certify
+    >>> rng = np.random.default_rng(0)
+    >>> params = [(rng.standard_normal((4, 16)), None), (rng.standard_normal((16, 1)), None)]
+    >>> def f(x):                                    # layer(h) = h @ W/√fan_in, ReLU between layers
+    ...     return (np.maximum(x @ params[0][0] / 2, 0) @ params[1][0] / 4)[:, 0]
+    >>> x0 = rng.standard_normal((2, 4))
+    >>> lo, hi = certify.ibp_bounds(None, params, x0 - 0.1, x0 + 0.1)
+    >>> fx = f(x0[0] + rng.uniform(-0.1, 0.1, (1000, 4)))          # f on 1000 points of the first box
+    >>> bool(lo[0] <= fx.min() and fx.max() <= hi[0])
+    True
+    >>> lo, hi = certify.ibp_bounds(None, params, x0, x0)           # a point: f(x₀) up to rounding
+    >>> bool(np.allclose(lo, f(x0), rtol=0, atol=1e-12) and np.allclose(hi, f(x0), rtol=0, atol=1e-12))
+    True
     """
     caller = "ibp_bounds"
     xp = namespace(x_lower, x_upper)
@@ -221,6 +238,20 @@ def ibp_radius(
     At initialisation the IBP radius scales like m^{−1/2} in the width m
     (App. H.2: the interval radius grows like √m while f = O(1)).  Each step
     costs one IBP pass (two matrix products per layer).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntkref import certify
+    >>> rng = np.random.default_rng(0)
+    >>> params = [(rng.standard_normal((4, 16)), None), (rng.standard_normal((16, 1)), None)]
+    >>> def f(x):                                    # layer(h) = h @ W/√fan_in, ReLU between layers
+    ...     return (np.maximum(x @ params[0][0] / 2, 0) @ params[1][0] / 4)[:, 0]
+    >>> x0 = rng.standard_normal((2, 4))
+    >>> r = certify.ibp_radius(None, params, x0)
+    >>> lo, hi = certify.ibp_bounds(None, params, x0 - r[:, None], x0 + r[:, None])
+    >>> bool(np.all(np.where(f(x0) > 0, lo, -hi) > 0))              # IBP proves sign f constant on the balls
+    True
     """
     caller = "ibp_radius"
     xp = namespace(x_test)

@@ -63,6 +63,15 @@ def ntk_h(u):
     -------
     array of the same shape; h(−1) = 0, h(1) = 2π, min h = ``H_MIN`` at
     ``H_ARGMIN``.  Accurate to a few ulps of max(|h|, 1) for exact u.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntkref import certify
+    >>> np.round(certify.ntk_h(np.array([-1.0, 0.0, 1.0])), 6).tolist()     # h(−1) = 0, h(0) = 1, h(1) = 2π
+    [0.0, 1.0, 6.283185]
+    >>> print(f"{float(certify.ntk_h(np.array(certify.H_ARGMIN))):.8f} {certify.H_MIN:.8f}")   # the minimum
+    -0.42973782 -0.42973782
     """
     u = check_array(u, "u", caller="ntk_h")
     xp = namespace(u)
@@ -427,6 +436,20 @@ def ntk_interval(x0, x_train, radius, *, method="tight", norm="linf", domain=Non
     powers of two (module docstring, "Scale"): the bounds hold at every common
     scale of ``x0``, ``x_train`` and ``radius`` (tiny and huge inputs alike) and
     ntk_interval(2ᵏx0, 2ʲx_train, 2ᵏδ) = 2ᵏ⁺ʲ·ntk_interval(x0, x_train, δ) bit for bit.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntkref import certify, kernels
+    >>> rng = np.random.default_rng(0)
+    >>> x0, x_train = rng.standard_normal((1, 5)), rng.standard_normal((3, 5))
+    >>> lo, hi = certify.ntk_interval(x0, x_train, 0.1)            # Θ(x, xᵢ) over ‖x − x₀‖∞ ≤ 0.1
+    >>> Theta = kernels.two_layer_relu_ntk(x0 + rng.uniform(-0.1, 0.1, (1000, 5)), x_train)
+    >>> bool(np.all((lo <= Theta) & (Theta <= hi)))                # sound on 1000 points of the ball
+    True
+    >>> lo_p, hi_p = certify.ntk_interval(x0, x_train, 0.1, method="paper")
+    >>> bool(np.all((lo_p <= lo) & (hi <= hi_p)))                   # "tight" is never looser
+    True
     """
     caller = "ntk_interval"
     xp, x_train, x0, geo = prepare(x0, x_train, caller, norm, method, domain, exact_domain, test_name="x0")
@@ -451,6 +474,16 @@ def dot_norm_ranges(x0, x_train, radius, *, norm="linf", domain=None, exact_doma
     -------
     p_lower, p_upper : arrays (n_test, n_train)
     r_lower, r_upper : arrays (n_test,)
+
+    Examples
+    --------
+    x₀ = (1, 0), xᵢ = (1, 1), δ = ¼ (ℓ∞): ⟨x, xᵢ⟩ ∈ 1 ∓ δ‖xᵢ‖₁ and ‖x‖₂ ∈ [‖(¾, 0)‖, ‖(5/4, ¼)‖]:
+
+    >>> import numpy as np
+    >>> from ntkref import certify
+    >>> p_lo, p_hi, r_lo, r_hi = certify.dot_norm_ranges(np.array([[1.0, 0.0]]), np.array([[1.0, 1.0]]), 0.25)
+    >>> print(f"{p_lo[0, 0]:.6f} {p_hi[0, 0]:.6f} {r_lo[0]:.6f} {r_hi[0]:.6f} {np.hypot(1.25, 0.25):.6f}")
+    0.500000 1.500000 0.750000 1.274755 1.274755
     """
     caller = "dot_norm_ranges"
     xp, x_train, x0, geo = prepare(x0, x_train, caller, norm, "tight", domain, exact_domain, test_name="x0")

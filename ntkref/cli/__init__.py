@@ -7,7 +7,9 @@ or object array is refused.  Output paths (``--out``, ``compare --report``/``--c
 checked before any work (an existing, writable folder; not itself a folder), and
 outputs are written atomically (a temporary file in the same folder, then a
 rename; the temporary file is removed on any error), so a failed command leaves
-nothing behind.  Options that the chosen ``--family`` does not use (``--activation``
+nothing behind — nor does a killed one: on Linux the temporary file is an unnamed
+``O_TMPFILE`` that gets its name only when complete, elsewhere a killed writer's
+``.ntkref-w<pid>-….tmp`` is removed by the next command writing to that folder.  Options that the chosen ``--family`` does not use (``--activation``
 with ``cntk``; ``--readout``, ``--filter-size``, ``--fix-first-last`` with ``fc``)
 are refused, and ``compare``'s ``--rtol``, ``--diag-rtol``, ``--atol`` must be
 finite and ≥ 0.
@@ -43,7 +45,9 @@ Commands (``ntkref COMMAND --help`` documents each):
 
 Exit status: 0 success (``compare``: agreement), 1 ``compare`` found a
 disagreement, 2 usage or input error (argparse's convention; nothing written;
-one line on stderr, no traceback).
+one line on stderr, no traceback) — a bad ``NTKREF_BACKEND``/``NTKREF_DEVICE``
+included (``ntkref: error: ...``; ``--help`` and ``--version`` still work, while
+``import ntkref`` in a program raises :class:`~ntkref.BackendError`).
 
 Where the work runs: inputs are read with NumPy, moved explicitly to the namespace
 ``NTKREF_BACKEND`` names on the device ``NTKREF_DEVICE`` names (``--backend``

@@ -3,4 +3,5 @@ import sys
 
 from . import main
 
-sys.exit(main())
+if __name__ == "__main__":  # importing it (pytest's doctest collection, pydoc) runs nothing
+    sys.exit(main())

@@ -14,6 +14,7 @@ import numpy as np  # host-side file I/O and error reports (the computations run
 from .. import certify, dynamics, kernels, losses, machines
 from .._lib.backend import to_numpy
 from ._io import CLIError, Target, load_array
+from ._progress import gram_in_row_blocks, radii_in_chunks
 
 _FAMILY_ONLY = {"fc": {"activation": "--activation"},
                 "cntk": {"readout": "--readout", "filter_size": "--filter-size", "fix_first_last": "--fix-first-last"}}
@@ -65,8 +66,9 @@ def compute_kernel(args, wanted):
     a1 = tg.put(x1, args.dtype)
     a2 = None if x2 is None else tg.put(x2, args.dtype)
     params = _kernel_params(args)
-    res = kernel_call(args.family, a1, a2, wanted, args.dtype, params)
-    out = {g: np.asarray(to_numpy(getattr(res, g))) for g in wanted}  # host copies, for the file
+    # host copies, for the file: in blocks of rows, with a bar on a terminal (ntkref.cli._progress)
+    out = gram_in_row_blocks(lambda b1, b2: kernel_call(args.family, b1, b2, wanted, args.dtype, params), args.family,
+                             a1, a2, wanted, command=args.command, quiet=getattr(args, "quiet", False))
     return out, a1, a2, params, tg
 
 
@@ -162,7 +164,12 @@ def compute_certify(args, command="certify"):
         if y.shape != (x_test.shape[0],):
             raise CLIError(f"--y: expected shape ({x_test.shape[0]},) (one label per test row); got {y.shape}.")
         y = tg.put(y, args.dtype)
-    radii, info = certify.certified_radius(tg.put(alpha, args.dtype), tg.put(x_train, args.dtype),
-                                           tg.put(x_test, args.dtype), method=args.method, norm=args.norm,
-                                           y=y, tol=args.tol, return_info=True)
-    return {"radii": np.asarray(to_numpy(radii)), "g": np.asarray(to_numpy(info["g"]))}
+    alpha, x_train, x_test = tg.put(alpha, args.dtype), tg.put(x_train, args.dtype), tg.put(x_test, args.dtype)
+
+    def call(part):  # the test points of ``part`` (each point's radius depends on that point alone)
+        return certify.certified_radius(alpha, x_train, x_test[part, ...], method=args.method, norm=args.norm,
+                                        y=None if y is None else y[part], tol=args.tol, return_info=True)
+
+    # in chunks of test points, with a bar on a terminal (ntkref.cli._progress)
+    radii, g = radii_in_chunks(call, x_test.shape[0], command=args.command, quiet=getattr(args, "quiet", False))
+    return {"radii": radii, "g": g}

@@ -18,7 +18,7 @@ import numpy as np  # host-side file I/O and error reports (the computations run
 from .._lib import backend as _backend
 from .._lib.backend import (_MODULES, BACKENDS, BackendError, backend_name, default_device, default_namespace,
                             device_of, to_numpy)
-from .._lib.files import TEMP_PREFIX, replace_atomically
+from .._lib.files import TEMP_PREFIX, remove_stale_temporaries, replace_atomically
 
 EXIT_OK, EXIT_DISAGREE, EXIT_ERROR = 0, 1, 2
 
@@ -99,7 +99,11 @@ def check_out(path, single_ok, multi):
 
 
 def check_writable(path, option):
-    """Before any work: ``path`` is not a folder, its folder exists and a file can be created in it."""
+    """Before any work: ``path`` is not a folder, its folder exists and a file can be created in it.
+
+    The named temporaries that killed ntkref writers left in the folder (``.ntkref-w<pid>-…tmp``, only where the
+    file system has no unnamed ``O_TMPFILE``) are removed now (:func:`ntkref._lib.files.remove_stale_temporaries`).
+    """
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise CLIError(f"{option}: the folder {folder!r} does not exist.")
@@ -109,6 +113,7 @@ def check_writable(path, option):
         raise CLIError(f"{option}: the folder {folder!r} is not writable.")
     if os.path.exists(path) and not os.access(path, os.W_OK):
         raise CLIError(f"{option}: {path!r} exists and is not writable.")
+    remove_stale_temporaries(folder)
 
 
 def write_atomic(path, arrays, main_key):
@@ -127,15 +132,17 @@ def replace_atomically_or_fail(path, mode, write, option):
     """``write(f)`` into ``path`` atomically (:func:`ntkref._lib.files.replace_atomically`: nothing is left behind
     on error); an OSError becomes a one-line CLIError naming ``option``.
 
-    A failure to create the temporary file (an OSError on a ``.ntkref-*.tmp`` path of ``path``'s folder, with no
-    second path) reads "cannot write in <folder>", any other "cannot write <path>".
+    A failure to create the temporary file (an OSError on the folder itself — the unnamed ``O_TMPFILE`` — or on a
+    ``.ntkref-*.tmp`` path of ``path``'s folder, with no second path) reads "cannot write in <folder>", any other
+    "cannot write <path>".
     """
     folder = os.path.dirname(os.path.abspath(path))
     try:
         replace_atomically(path, write, mode=mode)
     except OSError as exc:
         name = exc.filename if isinstance(exc.filename, str) else ""
-        if exc.filename2 is None and os.path.dirname(name) == folder and os.path.basename(name).startswith(TEMP_PREFIX):
+        temporary = os.path.dirname(name) == folder and os.path.basename(name).startswith(TEMP_PREFIX)
+        if exc.filename2 is None and (temporary or os.path.abspath(name or os.sep) == folder):
             raise CLIError(f"{option}: cannot write in {folder!r} ({exc.strerror or exc}).") from None
         raise CLIError(f"{option}: cannot write {path!r} ({exc.strerror or exc}).") from None
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import __version__
 from .._lib import backend as _backend
-from .._lib.backend import BACKENDS, ENV_VAR, BackendError
+from .._lib.backend import BACKENDS, ENV_VAR, BackendError, check_environment
 from .._lib.validation import InvalidParameterError
 from ._compare import cmd_compare
 from ._compute import compute_certify, compute_dynamics, compute_fit, compute_kernel, get_list
@@ -68,6 +68,9 @@ def _common(p):
                         "the backend and device that ran) instead of text")
     p.add_argument("--dtype", choices=("float64", "float32"), default=None,
                    help="compute in this dtype (default: the inputs' floating dtype, float64 for integers)")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress bar (a bar on stderr shows the count, rate and time left of long work while "
+                        "stderr is a terminal)")
 
 
 def _kernel_options(p, required_x1=True):
@@ -206,9 +209,16 @@ def build_parser():
 def main(argv=None):
     """Run the CLI; returns the exit status (0 ok, 1 compare disagreement, 2 error)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv)  # --help and --version exit here, whatever NTKREF_BACKEND says
     if args.command is None:
         parser.print_help(sys.stderr)
+        return EXIT_ERROR
+    try:
+        # `import ntkref` raises BackendError for a bad NTKREF_BACKEND/NTKREF_DEVICE, except in this command
+        # (ntkref/__init__.py): here it is one line and exit status 2, like every usage error
+        check_environment()
+    except BackendError as exc:
+        print(f"ntkref: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return EXIT_ERROR
     try:
         return args.func(args)

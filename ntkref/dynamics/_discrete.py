@@ -97,7 +97,8 @@ def subgradient_descent(
     record_subgradients : bool
         Keep s_k (and batch masks) for :func:`discrete_closed_form`.
     check_psd : bool
-        Check that K is PSD (an O(n³) eigendecomposition; skip it for large trusted kernels).
+        Check that K is PSD (an O(n³) eigendecomposition; skip it for large trusted kernels).  True or False
+        only: any other value (None included) is refused.
 
     Returns
     -------
@@ -108,6 +109,17 @@ def subgradient_descent(
     --------
     Plain recursion: rounding grows like k·eps·‖K‖‖α‖.  Note the hinge's 𝟙(yg < 1) is a
     discontinuous test; points within rounding of the margin may flip between backends.
+
+    Examples
+    --------
+    Squared loss, λ = 0, K = I, η = 0.1: g_{k+1} = g_k − 2η(g_k − y), so g_k = (1 − (1 − 2η)ᵏ)·y.
+
+    >>> import numpy as np
+    >>> from ntkref import dynamics
+    >>> K, y = np.eye(2), np.array([1.0, -1.0])
+    >>> tr = dynamics.subgradient_descent(K, y, "squared", 0.0, 0.1, 10)
+    >>> print(float(tr.times[-1]), np.round(tr.g_train[-1], 6).tolist(), f"{1 - 0.8**10:.6f}")
+    1.0 [0.892626, -0.892626] 0.892626
     """
     engine = dispatch.subgradient_descent.lookup(K)
     if engine is not None:  # a Dask K: one block mat-vec per step (ntkref/_engines/dask)
@@ -120,7 +132,10 @@ def subgradient_descent(
     steps = check_int(steps, "steps", caller=caller, low=0)
     record_every = check_int(record_every, "record_every", caller=caller, low=1)
     check_option(decay, "decay", ("all", "batch"), caller=caller)
-    K, xp, _ = check_kernel(K, caller, psd=bool(check_psd), xp=namespace(K, y, g0, alpha0, K_test, g0_test))
+    if not isinstance(check_psd, bool):  # documented as a bool: None, 0, "yes" ... are refused, never read as False
+        raise InvalidParameterError(f"The 'check_psd' parameter of {caller} must be one of True, False. Got "
+                                    f"{check_psd!r} instead.")
+    K, xp, _ = check_kernel(K, caller, psd=check_psd, xp=namespace(K, y, g0, alpha0, K_test, g0_test))
     n = K.shape[0]
     dtype = K.dtype
     y = check_targets(loss, y, n, caller, xp, dtype, like=K)
@@ -257,6 +272,17 @@ def discrete_closed_form(K, subgradients, lam, lr, *, g0=None, alpha0=None, K_te
     --------
     Equal to the iterated recursion up to rounding (≈ T·eps·‖K‖·max‖α‖).  A result that
     overflows (inf/NaN) raises :class:`~ntkref._lib.validation.InvalidParameterError` naming ``lr``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntkref import dynamics, kernels
+    >>> X = np.random.default_rng(0).standard_normal((8, 3))
+    >>> K, y = kernels.fc(X).ntk, np.where(X[:, 0] > 0, 1.0, -1.0)
+    >>> tr = dynamics.subgradient_descent(K, y, "hinge", 0.1, 0.5, 50, record_subgradients=True)
+    >>> _, g_T, _ = dynamics.discrete_closed_form(K, tr.subgradients, 0.1, 0.5)   # eq. (38)
+    >>> bool(np.allclose(g_T, tr.g_train[-1], rtol=0, atol=1e-12))                # = the recursion
+    True
     """
     caller = "discrete_closed_form"
     lam = check_real(lam, "lam", caller=caller, low=0.0)
@@ -338,6 +364,18 @@ def svm_limit_printed(K_eval, y, g_T, C):
     Returns
     -------
     array, shape (m,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntkref import dynamics, machines
+    >>> K, y = np.eye(2), np.array([1.0, -1.0])
+    >>> g = K @ machines.fit(K, y, "hinge", 2.0)       # λ = 2: g* = y/2, no point on the margin
+    >>> np.round(g, 6).tolist(), dynamics.svm_limit_printed(K, y, g, C=1 / 2.0).tolist()
+    ([0.5, -0.5], [0.5, -0.5])
+    >>> # λ = 0.5: g* = y (machines.fit(K, y, "hinge", 0.5)), both points on the margin: the printed limit is wrong
+    >>> dynamics.svm_limit_printed(K, y, y, C=1 / 0.5).tolist()
+    [0.0, 0.0]
     """
     caller = "svm_limit_printed"
     K_eval = check_array(K_eval, "K_eval", caller=caller, ndim=2)

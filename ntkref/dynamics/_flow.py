@@ -23,6 +23,7 @@ from dataclasses import fields
 from .. import losses as _losses
 from .._lib import dispatch
 from .._lib.backend import device_of, is_array, is_numpy_namespace, namespace, to_numpy
+from .._lib.memory import check_memory
 from .._lib.validation import InvalidParameterError, check_array, check_int, check_option, check_real
 from ._flow_dopri import flow_dopri
 from ._flow_events import flow_events
@@ -142,6 +143,23 @@ def gradient_flow(
     -----
     The limit t → ∞ (λ > 0) is the minimiser of (7) — for the hinge loss the SVM dual solution,
     *not* the limit printed in Thm 3.1 (see :func:`svm_limit_printed`).
+
+    Examples
+    --------
+    Squared loss, λ = 0, K = I: u(t) = y + e^{−2Kt}(u₀ − y) = (1 − e^{−2t})·y.
+
+    >>> import numpy as np
+    >>> from ntkref import dynamics
+    >>> K, y = np.eye(2), np.array([1.0, -1.0])
+    >>> tr = dynamics.gradient_flow(K, y, "squared", 0.0, [0.0, 1.0])
+    >>> print(tr.method, np.round(tr.g_train[-1], 6).tolist(), f"{1 - np.exp(-2.0):.6f}")
+    eigh [0.864665, -0.864665] 0.864665
+
+    Hinge, λ = 0.5: each gᵢ heads for 2yᵢ, reaches the margin yᵢgᵢ = 1 at t = 2 log 2 and slides along it:
+
+    >>> tr = dynamics.gradient_flow(K, y, "hinge", 0.5, [1.0, 2.0, 10.0])
+    >>> print(tr.method, np.round(tr.g_train[:, 0], 6).tolist(), f"{2 * (1 - np.exp(-0.5)):.6f}")
+    events [0.786939, 1.0, 1.0] 0.786939
     """
     caller = "gradient_flow"
     engine = dispatch.gradient_flow.lookup(K, K_test)
@@ -163,6 +181,15 @@ def gradient_flow(
     ts = check_times(times, caller)
     max_events = check_int(max_events, "max_events", caller=caller, low=1)
     max_steps = check_int(max_steps, "max_steps", caller=caller, low=1)
+    if is_array(K) and len(K.shape) == 2:  # the memory guard, before the eigendecomposition and the outputs
+        n_, m_ = K.shape[0], (K_test.shape[0] if is_array(K_test) and len(K_test.shape) == 2 else 0)
+        # K's symmetrised copy, V and the eigensolver's workspace (4n²), K_test's working copy, and α, g_train,
+        # g_test at every time (listed, then stacked: twice); float32 K: the event loop and dopri5 run in float64
+        check_memory(4 * n_ * n_ + m_ * n_ + 2 * len(ts) * (2 * n_ + m_),
+                     f"The trajectory at {len(ts)} 'times' of {n_} training and {m_} test outputs (with the "
+                     f"eigendecomposition of the ({n_}, {n_}) 'K')", caller, K, itemsize=None if method == "eigh" else 8,
+                     ways_out="ways out: fewer output times per call (a flow continues from time T with "
+                              "alpha0=α(T), g0=e^(−λT)·g0, g0_test=e^(−λT)·g0_test), or fewer training/test points")
     K, xp, eig = check_kernel(K, caller, psd=True, xp=namespace(K, y, g0, alpha0, K_test, g0_test))
     n = K.shape[0]
     dtype = K.dtype
@@ -269,6 +296,17 @@ def continuous_closed_form(K, segment_times, segment_derivatives, lam, T, *, g0=
     Returns
     -------
     alpha_T, g_T, g_T_test
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntkref import dynamics, kernels
+    >>> X = np.random.default_rng(0).standard_normal((8, 3))
+    >>> K, y = kernels.fc(X).ntk, np.where(X[:, 0] > 0, 1.0, -1.0)
+    >>> tr = dynamics.gradient_flow(K, y, "hinge", 0.1, [5.0])       # exact event-driven flow
+    >>> _, g_T, _ = dynamics.continuous_closed_form(K, tr.segment_times, tr.segment_derivatives, 0.1, 5.0)
+    >>> bool(np.allclose(g_T, tr.g_train[-1], rtol=0, atol=1e-12))   # eq. (28) reproduces it
+    True
     """
     caller = "continuous_closed_form"
     lam = check_real(lam, "lam", caller=caller, low=0.0)

@@ -63,6 +63,17 @@ class Trajectory:
         (s_k = scaled l′, zero outside the minibatch).
     batch_masks : array of bool, shape (steps, n) or None
         Descent with ``decay="batch"`` and ``record_subgradients=True``: which α decayed.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntkref import dynamics
+    >>> K, y = np.array([[2.0, 1.0], [1.0, 2.0]]), np.array([1.0, -1.0])
+    >>> tr = dynamics.gradient_flow(K, y, "hinge", 0.5, [0.0, 1.0, 2.0])
+    >>> tr.method, tr.g_train.shape, tr.alpha.shape
+    ('events', (3, 2), (3, 2))
+    >>> bool(np.allclose(tr.g_train, tr.alpha @ K))   # eq. (15) with g₀ = 0: g_t = K α_t
+    True
     """
 
     times: object

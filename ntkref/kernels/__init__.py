@@ -30,6 +30,16 @@ def chen_ntk(x1, x2=None, *, depth=1):
 
     Equal to ``fc(x1, x2, depth=depth, W_std=1.0, b_std=0.0).ntk``; for depth 1
     this is eq. (63), :func:`two_layer_relu_ntk`; ``depth`` ≥ 0 (0: the linear kernel x·x′/d).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntkref.kernels import chen_ntk, two_layer_relu_ntk
+    >>> x = np.random.default_rng(0).standard_normal((4, 3))
+    >>> bool(np.allclose(chen_ntk(x, depth=0), x @ x.T / 3, rtol=1e-13, atol=1e-13))         # x·x′/d
+    True
+    >>> bool(np.allclose(chen_ntk(x, depth=1), two_layer_relu_ntk(x), rtol=1e-13, atol=1e-13))  # eq. (63)
+    True
     """
     return fc(x1, x2, depth=depth, W_std=1.0, b_std=0.0, get="ntk").ntk
 

@@ -28,6 +28,17 @@ class Activation:
     """An elementwise activation σ with its derivative σ', for quadrature.
 
     Both callables take and return arrays of the namespace in use.
+
+    Examples
+    --------
+    σ = sin, integrated by quadrature; E[sin(u)²] = (1 − e^{−2q})/2 for u ~ N(0, q), here q = x·x/d = 1:
+
+    >>> import numpy as np
+    >>> from ntkref.kernels import Activation, fc_diagonal
+    >>> sin = Activation(np.sin, np.cos, name="sin")
+    >>> k = fc_diagonal(np.array([[1.0, 1.0]]), activation=sin)
+    >>> print(f"{float(k.nngp[0]):.6f} {(1 - np.exp(-2.0)) / 2:.6f}")
+    0.432332 0.432332
     """
 
     fn: object

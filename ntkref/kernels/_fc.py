@@ -84,7 +84,16 @@ __all__ = ["Kernel", "fc", "fc_diagonal"]
 
 @dataclass(frozen=True)
 class Kernel:
-    """NNGP and NTK Gram matrices (either may be ``None`` if not requested)."""
+    """NNGP and NTK Gram matrices (either may be ``None`` if not requested).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntkref.kernels import fc
+    >>> k = fc(np.eye(3), get="ntk")          # only the NTK was asked for
+    >>> k.nngp is None, k.ntk.shape
+    (True, (3, 3))
+    """
 
     nngp: object
     ntk: object
@@ -201,6 +210,19 @@ def fc(
     Formula: see the module docstring (neural-tangents' convention; seed 004
     eqs. (6)–(8) up to the scalings tested in ``tests/test_kernels.py``).
     Cost: O(n1·n2·(d + depth)) time, O(n1·n2) output memory.
+
+    Examples
+    --------
+    At depth 0 the kernel is the linear model W₀²·x·x′/d + b₀² (here d = 2):
+
+    >>> import numpy as np
+    >>> from ntkref.kernels import fc
+    >>> x = np.array([[1.0, 2.0], [3.0, -1.0]])
+    >>> np.round(fc(x, depth=0, W_std=2.0, b_std=0.5).ntk, 12).tolist()
+    [[10.25, 2.25], [2.25, 20.25]]
+    >>> k = fc(x, depth=3)                    # exactly symmetric, positive definite
+    >>> bool((k.ntk == k.ntk.T).all()), bool(np.linalg.eigvalsh(k.ntk).min() > 0)
+    (True, True)
     """
     lazy = dispatch.fc.lookup(x1, x2)
     if lazy is not None:  # a Dask x1/x2: one task per block (ntkref/_engines/dask)
@@ -399,6 +421,18 @@ def fc_diagonal(x, *, depth=1, activation="relu", W_std=1.0, b_std=0.0, quadratu
     -------
     Kernel
         ``.nngp`` and ``.ntk`` of shape (n,).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntkref.kernels import fc, fc_diagonal
+    >>> x = np.random.default_rng(0).standard_normal((4, 3))
+    >>> k = fc_diagonal(x, depth=2)
+    >>> bool(np.abs(k.ntk - np.diag(fc(x, depth=2).ntk)).max() < 1e-13)
+    True
+    >>> q = (x * x).sum(axis=1) / 3           # ReLU, W_std = 1: Θ⁽ᴸ⁾(x, x) = (L + 1)·q/2ᴸ, q = ‖x‖²/d
+    >>> np.round(k.ntk / (3 * q / 4), 12).tolist()
+    [1.0, 1.0, 1.0, 1.0]
     """
     xp, x, _, depth, act, closed, Ws, bs = prepare(x, None, depth, activation, W_std, b_std, dtype, "fc_diagonal",
                                                     x1_name="x")

@@ -82,7 +82,8 @@ factorization of K + δI (O(n³/3)); ``check_psd="lanczos"`` is a one-sided test
 Lanczos mat-vecs; a refusal comes with a vector u, uᵀKu < 0, acceptance is a stated
 probabilistic bound, see ``ntkref.machines._gram.refuse_indefinite``); the default ``check_psd=True`` ("auto") is the
 Cholesky certificate for n ≤ 4096 and the Lanczos test above; ``check_psd=False`` skips
-it (:func:`checked_gram` runs these checks once for many fits on one K, e.g. a λ sweep); y of shape
+it, and any other value (``None``, ``"yes"``, ``1``) is refused naming ``check_psd``, never read as "no test"
+(:func:`checked_gram` runs these checks once for many fits on one K, e.g. a λ sweep); y of shape
 (n,), ±1 for classification
 losses; λ > 0 (λ = 0 only for the squared loss, with K nonsingular).  A K whose
 squared entries overflow is refused by the PSD check.  Finite or error: a solve

@@ -4,7 +4,10 @@ min_a ½aᵀQa − bᵀa + ε‖a‖₁ over lo ≤ a ≤ hi (Q PSD): :func:`act
 :func:`chunked_qp` over all n coordinates by working sets with shrinking, stopping on the caller's duality gap.
 Everything runs in Q's namespace on Q's device; the decisions are batched host reads
 (:func:`ntkref.machines._gram.read`).  :mod:`ntkref.machines._duality` builds the QPs (bounds, gaps) and the
-certificates, :mod:`ntkref.machines._solve` calls :func:`chunked_qp`.
+certificates, :mod:`ntkref.machines._solve` calls :func:`chunked_qp`.  A descent ray that no bound blocks, along
+which Q is not positive definite to working precision (possible only for the squared hinge, whose box is unbounded,
+when λ/2 is not above −λ_min(K) plus rounding), raises :class:`UnboundedDirection` with dᵀQd/dᵀd ≥ λ_min(Q); the
+callers re-raise it naming ``lam`` (``ntkref.machines._duality.unbounded_dual_error``).
 
 :func:`active_set_qp` and :func:`soft` (the ε-soft-thresholding of the prox step) are also used by the Dask engine
 (ntkref/_engines/dask/_machines.py), which runs the same chunking on gathered columns.
@@ -17,7 +20,29 @@ import array_api_compat
 
 from .._lib import compat as _compat
 from .._lib.backend import device_of
+from .._lib.validation import InvalidParameterError
 from . import _gram
+
+
+class UnboundedDirection(InvalidParameterError):
+    """The box QP is unbounded below, to working precision, along a feasible ray a + t·d (t → ∞, no bound in its
+    way) on which Q is not positive definite: ``rayleigh`` = dᵀQd/dᵀd ≥ λ_min(Q) (computed), ``m`` the free
+    coordinates d lives on.  The kernel machines' QPs meet it only for the squared hinge (its box is unbounded)
+    when λ/2 is not above −λ_min(K) plus the rounding of Q's eigenvalues; their callers re-raise it as an error
+    naming ``lam`` (:func:`ntkref.machines._duality.unbounded_dual_error`)."""
+
+    def __init__(self, rayleigh, m, dtype_eps, qmax):
+        self.rayleigh, self.m, self.dtype_eps, self.qmax = rayleigh, m, dtype_eps, qmax
+        super().__init__(
+            f"The dual box QP is unbounded below along a feasible direction d on which its matrix Q is not "
+            f"positive definite to working precision (dᵀQd/dᵀd = {rayleigh:.3g} on {m} free coordinates, "
+            f"max Q_ii = {qmax:.3g}).")
+
+
+def unbounded_direction(Qff, d, dtype_eps, qmax, xp):
+    """The :class:`UnboundedDirection` of a face direction d of Q_FF along which no bound blocks the step."""
+    num, den = _gram.read(xp, xp.sum(d * (Qff @ d)), xp.sum(d * d))
+    return UnboundedDirection(num / den if den > 0 else 0.0, Qff.shape[0], dtype_eps, qmax)
 
 # --------------------------------------------------------------------------- array helpers
 
@@ -151,8 +176,8 @@ def active_set_qp(Q, b, lo, hi, eps, a, max_iter, xp, tight=False):
         at_min = idx.shape[0] == 0
         if not at_min:
             G = Qa - b + eps * s if eps else Qa - b  # gradient of q on the current pieces
-            d_f, is_newton = _face_direction(_compat.submatrix(Q, idx, xp), -xp.take(G, idx), xp,
-                                             xp.max(xp.take(qdiag, idx)))
+            Qff = _compat.submatrix(Q, idx, xp)
+            d_f, is_newton = _face_direction(Qff, -xp.take(G, idx), xp, xp.max(xp.take(qdiag, idx)))
             singular_seen = singular_seen or not is_newton
             d = _scatter_idx(idx, d_f, m, xp)
             target = a + d
@@ -183,8 +208,9 @@ def active_set_qp(Q, b, lo, hi, eps, a, max_iter, xp, tight=False):
                     t, = _gram.read(xp, xp.min(ratio))
                     if is_newton:
                         t = min(t, 1.0)
-                    if not math.isfinite(t):
-                        raise RuntimeError("internal error: unbounded direction in a box-constrained QP")
+                    if not math.isfinite(t):  # a descent ray no bound blocks, Q_FF singular or indefinite along it
+                        qmax, = _gram.read(xp, xp.max(xp.take(qdiag, idx)))
+                        raise unbounded_direction(Qff, d_f, dtype_eps, qmax, xp)
                     a = xp.minimum(xp.maximum(a + t * d, plo), phi)
                     hit = free & (ratio <= t)
                     a = xp.where(hit, xp.where(d > 0, phi, plo), a)

@@ -207,6 +207,40 @@ def qp_bounds(y, loss, lam_sum, xp):
 
 
 
+def unbounded_dual_error(caller, exc, lam, lam_sum, n, reduction, delta):
+    r"""The error for a squared-hinge dual that is unbounded below to working precision
+    (:class:`ntkref.machines._boxqp.UnboundedDirection` ``exc``), naming ``lam`` and bounding λ_min(K).
+
+    The dual of eq. (7) with the squared hinge is a QP in Q = K + (λ/2)I over a box that is unbounded on one
+    side of every coordinate.  The solver met a feasible ray along which dᵀQd/dᵀd = ρ (computed) is not above
+    the rounding of Q's eigenvalues: then λ_min(K) ≤ dᵀKd/dᵀd = ρ − λ/2.  This happens when K's smallest
+    eigenvalue is a rounding-level negative number (accepted by the PSD test, to −δ = −n·eps·‖K‖_F) below −λ/2,
+    or when λ/2 itself is below the resolution m·eps·max Qᵢᵢ of Q's eigenvalues.  Eq. (7) has no minimiser for
+    such a K (the dual is unbounded, so the stored K is not PSD), or none that float64 can resolve; regularising K
+    would certify a different problem, so the solve is refused: λ must exceed about 2·(max(δ, |λ_min(K)|) +
+    resolution), for which K + (λ/2)I is positive definite for every K that passes the Cholesky PSD test.
+    """
+    rho_k = exc.rayleigh - lam_sum / 2
+    resolution = exc.m * exc.dtype_eps * exc.qmax
+    need_sum = 2 * (2 * max(delta, -rho_k, 0.0) + resolution)
+    need = need_sum / n if reduction == "mean" else need_sum
+    if rho_k < 0:
+        why = "K has a negative eigenvalue" + (
+            f" within the PSD test's tolerance -n*eps*||K||_F = {-delta:.3g} (rounding-level)" if rho_k >= -delta else "")
+    else:
+        why = f"lam/2 = {lam_sum / 2:.3g} is below the resolution of Q's eigenvalues"
+    return InvalidParameterError(
+        f"The 'lam' parameter of {caller} is too small for the squared_hinge loss with this K: the dual QP's matrix "
+        f"Q = K + (lam/2)*I is not positive definite to float64 resolution along a direction d that the dual box "
+        f"leaves unbounded, so the dual is unbounded below and there is no minimiser to certify. Along d, "
+        f"d^T K d / d^T d = {rho_k:.3g} (so lambda_min(K) <= {rho_k:.3g}) against -lam/2 = {-lam_sum / 2:.3g}, and Q's "
+        f"eigenvalues are resolved to about m*eps*max Q_ii = {resolution:.3g} (m = {exc.m} free coordinates): "
+        f"{why}. Use lam >= {need:.3g} (reduction={reduction!r}; Q is then positive definite, and |alpha| grows like "
+        f"1/lam, so a certificate to tol may need a larger lam), or make K positive semidefinite (e.g. K + c*I with "
+        f"c >= |lambda_min(K)|, or K with its negative eigenvalues set to 0: a change of kernel). Got lam = {lam!r}."
+    )
+
+
 def kkt_residual(alpha, g, y, K, loss, lam_sum, xp):
     if loss.name in QP_LOSSES:
         lo, hi, eps, shift = qp_bounds(y, loss, lam_sum, xp)
@@ -240,6 +274,18 @@ def objective(alpha, K, y, loss, lam, *, reduction="sum"):
 
     This is eq. (7) at β = Σ αᵢ Φ(xᵢ).  K is checked square/symmetric but not PSD.  Finite or error: a value
     beyond the float range (e.g. α or y ~ 1e300) is an InvalidParameterError naming the input at fault.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntkref import kernels, machines
+    >>> X = np.random.default_rng(0).standard_normal((20, 3))
+    >>> y = np.where(X[:, 0] > 0, 1.0, -1.0)
+    >>> K, zero = kernels.fc(X).ntk, np.zeros(20)
+    >>> machines.objective(zero, K, y, "hinge", 0.1)   # P(0) = Σ max(0, 1 − yᵢ·0) = n
+    20.0
+    >>> machines.objective(zero, K, y, "hinge", 0.1, reduction="mean")
+    1.0
     """
     K, y, loss, lam, lam_sum, xp = prepare(K, y, loss, lam, reduction, "machines.objective", psd=False)
     alpha = check_array(alpha, "alpha", caller="machines.objective", xp=xp, shape=(K.shape[0],), like=K)
@@ -261,6 +307,20 @@ def dual_objective(alpha, K, y, loss, lam, *, reduction="sum"):
 
     Weak duality: D(α′) ≤ P(α) for all α, α′ (K PSD); equality at the optimum.  A dual-feasible α whose
     value overflows (e.g. the squared loss at α ~ 1e300) is an InvalidParameterError naming the input.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntkref import kernels, machines
+    >>> X = np.random.default_rng(0).standard_normal((20, 3))
+    >>> y = np.where(X[:, 0] > 0, 1.0, -1.0)
+    >>> K = kernels.fc(X).ntk
+    >>> alpha = machines.fit(K, y, "hinge", 0.1)
+    >>> P = machines.objective(alpha, K, y, "hinge", 0.1)
+    >>> print(f"{P:.6f} {machines.dual_objective(alpha, K, y, 'hinge', 0.1):.6f}")   # equal at the optimum
+    1.492987 1.492987
+    >>> machines.dual_objective(0.5 * alpha, K, y, "hinge", 0.1) <= P                 # weak duality
+    True
     """
     K, y, loss, lam, lam_sum, xp = prepare(K, y, loss, lam, reduction, "machines.dual_objective", psd=False,
                                             allow_zero=False)
@@ -276,7 +336,20 @@ def dual_objective(alpha, K, y, loss, lam, *, reduction="sum"):
 def duality_gap(alpha, K, y, loss, lam, *, reduction="sum"):
     r"""P(α) − D(α̃) ≥ P(α) − P*: α̃ = α for the nonsmooth losses; for the smooth ones the better (larger) of
     D(α) and D(−l′(Kα)/λ), both lower bounds on P* by weak duality (α itself can be dual-feasible yet a poor
-    dual point, e.g. an optimal α with a null(K) component)."""
+    dual point, e.g. an optimal α with a null(K) component).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntkref import kernels, machines
+    >>> X = np.random.default_rng(0).standard_normal((20, 3))
+    >>> y = np.where(X[:, 0] > 0, 1.0, -1.0)
+    >>> K = kernels.fc(X).ntk
+    >>> machines.duality_gap(machines.fit(K, y, "hinge", 0.1), K, y, "hinge", 0.1) <= 1e-10
+    True
+    >>> machines.duality_gap(np.zeros(20), K, y, "hinge", 0.1)   # P(0) − D(0) = n − 0
+    20.0
+    """
     P = objective(alpha, K, y, loss, lam, reduction=reduction)
     D = dual_objective(alpha, K, y, loss, lam, reduction=reduction)
     loss_obj = get_loss(loss, "machines.duality_gap")

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from .._lib import dispatch
 from .._lib import compat as _compat
 from .._lib.backend import device_of, is_array, is_numpy_namespace, namespace, to_numpy
-from .._lib.validation import InvalidParameterError, check_array, check_option, check_square
+from .._lib.validation import InvalidParameterError, check_array, check_square
 
 __all__ = ["CheckedGram", "checked_gram"]
 
@@ -49,9 +49,11 @@ def machine_eps(dtype, xp):
 def check_gram(K, caller, *, psd=True, xp=None, name="K"):
     """Square, finite, symmetric (then symmetrised) and, if ``psd``, PSD Gram matrix (``name`` in messages).
 
-    ``psd``: False, True (the certified Cholesky test), or a method of :func:`refuse_indefinite`.
+    ``psd``: False, True (the certified Cholesky test), or a method of :func:`refuse_indefinite`; anything else
+    is refused, naming ``check_psd`` (the public parameter it comes from), before K is read.
     A :class:`CheckedGram` is not checked again (only a stronger PSD test than the one it passed runs).
     """
+    check_psd_option(psd, caller)
     if isinstance(K, CheckedGram):
         upgrade_psd(K, "cholesky" if psd is True else psd_method(psd, K.shape[0], caller), caller, name)
         return K.K
@@ -96,14 +98,25 @@ _CHOLESKY_MAX_N = 4096  # "auto": the Cholesky certificate up to this n, the Lan
 LANCZOS_STEPS = 40
 
 
+def check_psd_option(check_psd, caller, options=(True, False) + PSD_METHODS):
+    """Refuse a ``check_psd`` that is not one of its documented values ``options`` (the bools True and False
+    themselves — not None, 0, 1 or 1.5, which ``==`` would match or which would silently mean "no test" — and the
+    method names), with the one message template naming ``check_psd``; returns it."""
+    if not any(check_psd is o if isinstance(o, bool) else (isinstance(check_psd, str) and check_psd == o)
+               for o in options):
+        raise InvalidParameterError(
+            f"The 'check_psd' parameter of {caller} must be one of {', '.join(repr(o) for o in options)}. "
+            f"Got {check_psd!r} instead.")
+    return check_psd
+
+
 def psd_method(check_psd, n, caller):
-    """The PSD test ``check_psd`` selects for an n×n K: None (no test), 'cholesky' or 'lanczos'."""
-    if check_psd is False or check_psd is None:
+    """The PSD test ``check_psd`` selects for an n×n K: None (no test), 'cholesky' or 'lanczos'; any value but
+    True, False, "auto", "cholesky", "lanczos" is refused (:func:`check_psd_option`)."""
+    check_psd_option(check_psd, caller)
+    if check_psd is False:
         return None
-    if check_psd is True:
-        check_psd = "auto"
-    check_option(check_psd, "check_psd", (True, False) + PSD_METHODS, caller=caller)
-    if check_psd == "auto":
+    if check_psd is True or check_psd == "auto":
         return "cholesky" if n <= _CHOLESKY_MAX_N else "lanczos"
     return check_psd
 
@@ -245,6 +258,17 @@ class CheckedGram:
         longer describe it.
     psd_test : {"cholesky", "lanczos"} or None
         The PSD test it passed (``check_psd`` of :func:`checked_gram`, "auto" resolved by n).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntkref import kernels, machines
+    >>> K = kernels.fc(np.random.default_rng(0).standard_normal((20, 3))).ntk
+    >>> G = machines.checked_gram(K)                  # n ≤ 4096: the Cholesky certificate
+    >>> G
+    CheckedGram(shape=(20, 20), dtype=float64, psd_test='cholesky')
+    >>> G.K is K, bool(np.array_equal(G.K, K))        # its own copy of K
+    (False, True)
     """
 
     K: object
@@ -284,15 +308,27 @@ def checked_gram(K, *, check_psd=True):
         The Gram matrix (the module docstring gives the tolerances).
     check_psd : bool or {"auto", "cholesky", "lanczos"}
         The PSD test, as in :func:`~ntkref.machines.solve` (default True = "auto": the Cholesky certificate for
-        n ≤ 4096, the Lanczos test above).
+        n ≤ 4096, the Lanczos test above; False: none).  Any other value (None included) is refused.
 
     Returns
     -------
     CheckedGram
         Holding a private copy of the validated K (n² more memory, once), so later changes to the
         caller's array do not invalidate the checks.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntkref import kernels, machines
+    >>> X = np.random.default_rng(0).standard_normal((20, 3))
+    >>> y = np.where(X[:, 0] > 0, 1.0, -1.0)
+    >>> G = machines.checked_gram(kernels.fc(X).ntk)  # the checks run once, for three fits
+    >>> norms = [machines.rkhs_norm(machines.fit(G, y, "hinge", lam), G) for lam in (1.0, 0.1, 0.01)]
+    >>> print(" ".join(f"{v:.4f}" for v in norms))   # ‖β*‖ grows as λ shrinks
+    2.5178 5.2308 5.5050
     """
     caller = "machines.checked_gram"
+    check_psd_option(check_psd, caller)  # first: a Dask K's refusal below must not hide a bad check_psd
     if isinstance(K, CheckedGram):
         method = psd_method(check_psd, K.shape[0], caller)
         upgrade_psd(K, method, caller, "K")

@@ -21,7 +21,7 @@ from scipy.linalg import cho_factor as _cho_factor, cho_solve as _cho_solve
 from .._lib.backend import device_of, to_numpy
 from .._lib.compat import single_threaded_blas
 from .._lib.validation import InvalidParameterError, check_array, check_int, check_real
-from . import _duality
+from . import _boxqp, _duality, _gram
 from ._result import ConvergenceWarning, KernelMachine, predict
 
 
@@ -290,8 +290,9 @@ def _eq_box_qp(Q, c, e, lo, hi, max_iter):
                 t = float(np.min(room))
                 if newton:
                     t = min(t, 1.0)
-                if not math.isfinite(t):
-                    raise RuntimeError("internal error: unbounded direction in the intercept QP")
+                if not math.isfinite(t):  # a descent ray no bound blocks, Q singular or indefinite along it
+                    QFF = Q[np.ix_(F, F)]
+                    raise _boxqp.unbounded_direction(QFF, d, eps, float(np.max(np.diag(QFF))), np)
                 new = zF + t * d
                 hit = room <= t
                 new = np.where(hit, np.where(d > 0, hiF, loF), new)
@@ -511,7 +512,9 @@ def fit_with_intercept(K, y, loss="hinge", lam=None, *, reduction="sum", tol=Non
     equality Σαᵢ = 0 (ε-insensitive: on (α⁺, α⁻), α = α⁺ − α⁻, with the 2n×2n matrix [[K, −K], [−K, K]]: 4× the
     memory of K), an explicit host step in float64 (K and y copied to the host once, α copied back to K's
     device), with one BLAS thread (its dense steps are small and sequential: with the default threads, on a
-    loaded 2-core machine, it ran 20–35× slower).  squared: one (n+1)×(n+1) solve on K's device.
+    loaded 2-core machine, it ran 20–35× slower); a squared hinge whose λ/2 is not above −λ_min(K) plus rounding
+    (its dual unbounded below) is refused naming ``lam``, as in :func:`ntkref.machines.solve`.  squared: one
+    (n+1)×(n+1) solve on K's device.
     logistic: damped Newton on K's device.  Cost: O(n²) per active-set step plus O(|F|³) per face solve
     (F = free coordinates); squared O(n³); logistic O(n³) per Newton step.
     Accuracy (float64), measured: relative duality gap ≤ 1e-15 and KKT residual ≤ 2e-14 on the MNIST 0/1 NTK
@@ -542,8 +545,12 @@ def fit_with_intercept(K, y, loss="hinge", lam=None, *, reduction="sum", tol=Non
         K_h = np.asarray(to_numpy(K), dtype=np.float64)  # the explicit host step (module docstring)
         y_h = np.asarray(to_numpy(y), dtype=np.float64)
         Q, c, e, lo, hi, to_alpha = _qp_data(K_h, y_h, loss, lam_sum)
-        with single_threaded_blas(np):  # small sequential steps: BLAS threads only add contention
-            z, b, interval, its, exact = _eq_box_qp(Q, c, e, lo, hi, max_iter)
+        try:
+            with single_threaded_blas(np):  # small sequential steps: BLAS threads only add contention
+                z, b, interval, its, exact = _eq_box_qp(Q, c, e, lo, hi, max_iter)
+        except _boxqp.UnboundedDirection as exc:  # the squared hinge, lam/2 below -λ_min(K) + rounding
+            delta = n * _gram.machine_eps(K.dtype, xp) * float(np.linalg.norm(K_h))
+            raise _duality.unbounded_dual_error(caller, exc, lam, lam_sum, n, reduction, delta) from None
         alpha_w = xp.asarray(to_alpha(z), dtype=xp.float64, device=dev)
     else:  # logistic
         if bool(xp.all(y == y[0])):

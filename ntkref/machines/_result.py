@@ -16,7 +16,21 @@ from . import _duality, _gram
 
 
 class ConvergenceWarning(UserWarning):
-    """A solver stopped before its duality-gap tolerance was met."""
+    """A solver stopped before its duality-gap tolerance was met.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> import numpy as np
+    >>> from ntkref import kernels, machines
+    >>> X = np.random.default_rng(0).standard_normal((20, 3))
+    >>> y = np.where(X[:, 0] > 0, 1.0, -1.0)
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     m = machines.solve(kernels.fc(X).ntk, y, "logistic", 1e-3, max_iter=1)   # one Newton step
+    >>> m.converged, any(w.category is machines.ConvergenceWarning for w in caught)
+    (False, True)
+    """
 
 
 
@@ -50,6 +64,19 @@ class KernelMachine:
         √(αᵀKα) = ‖β‖.
     beta_error_bound : float
         √(2·(gap_sum + gap_rounding_sum)/λ_sum) ≥ ‖β − β*‖, so |g(x) − g*(x)| ≤ √K(x,x)·beta_error_bound.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntkref import kernels, machines
+    >>> X = np.random.default_rng(0).standard_normal((20, 3))
+    >>> y = np.where(X[:, 0] > 0, 1.0, -1.0)
+    >>> K = kernels.fc(X).ntk
+    >>> m = machines.solve(K, y, "hinge", 0.1)
+    >>> m.converged, m.duality_gap <= 1e-10 * max(1.0, m.primal_objective)   # the certificate
+    (True, True)
+    >>> bool(m.beta_error_bound < 1e-4), bool(np.allclose(m.predict(K), K @ m.alpha_))
+    (True, True)
     """
 
     alpha_: object
@@ -90,7 +117,18 @@ class KernelMachine:
 def predict(alpha, K_test_train):
     r"""g(x) = Σᵢ αᵢ K(x, xᵢ) for each row x of ``K_test_train`` (shape (m, n)) → shape (m,).
 
-    A Dask ``K_test_train`` gives a lazy Dask result (per block, summed over column chunks)."""
+    A Dask ``K_test_train`` gives a lazy Dask result (per block, summed over column chunks).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntkref import machines
+    >>> X = np.array([[1.0, 0.0], [-1.0, 0.0]])      # linear kernel K(x, x′) = x·x′
+    >>> alpha = np.array([0.5, -0.5])                 # β = Σ αᵢxᵢ = (1, 0)
+    >>> x_test = np.array([[3.0, 7.0], [-2.0, 1.0]])
+    >>> machines.predict(alpha, x_test @ X.T).tolist()   # g(x) = ⟨β, x⟩
+    [3.0, -2.0]
+    """
     return _predict(alpha, K_test_train, "machines.predict", "alpha")
 
 
@@ -124,7 +162,22 @@ def rkhs_norm(alpha, K, *, check_psd=False):
 
     Computed scale-free (α and K divided by powers of two first), so it is finite and exact to rounding for
     every finite α and K, e.g. α ~ 1e300 where αᵀKα itself overflows; float32 inputs in float64 arithmetic
-    (the value of the float32 numbers given, as a float32 solve's ``rkhs_norm_``)."""
+    (the value of the float32 numbers given, as a float32 solve's ``rkhs_norm_``).
+
+    ``check_psd`` (default False: K is checked square, finite and symmetric only): True runs the Cholesky
+    certificate of :func:`~ntkref.machines.checked_gram`'s PSD test, "auto", "cholesky" or "lanczos" the test
+    of that name (as in :func:`~ntkref.machines.solve`); any other value (None included) is refused.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntkref import machines
+    >>> rng = np.random.default_rng(0)
+    >>> X, alpha = rng.standard_normal((5, 3)), rng.standard_normal(5)
+    >>> # linear kernel: β = Σ αᵢxᵢ, so ‖β‖_H = ‖Xᵀα‖₂
+    >>> print(f"{machines.rkhs_norm(alpha, X @ X.T):.6f} {np.linalg.norm(X.T @ alpha):.6f}")
+    3.927749 3.927749
+    """
     K = _gram.check_gram(K, "machines.rkhs_norm", psd=check_psd)
     xp = namespace(K)
     alpha = check_array(alpha, "alpha", caller="machines.rkhs_norm", xp=xp, shape=(K.shape[0],), like=K)

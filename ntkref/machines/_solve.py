@@ -16,6 +16,7 @@ import math
 import warnings
 
 from .. import losses as _losses
+from .._lib import compat as _compat
 from .._lib import dispatch
 from .._lib.backend import device_of, is_array, is_numpy_namespace, namespace, to_numpy
 from .._lib.validation import InvalidParameterError, check_int, check_real
@@ -181,6 +182,10 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
     step (W working set, F free support vectors); logistic O(n³) per Newton step.
     Accuracy: the duality gap bounds the error (module docstring); active-set solutions are
     exact to rounding (relative gap ~1e-15 in float64, ~1e-6 in float32 at n ~ 100).
+    The squared hinge's dual box is unbounded: a λ/2 below −λ_min(K) (a rounding-level negative eigenvalue that
+    the PSD test accepts, to −n·eps·‖K‖_F) or below the resolution of K + (λ/2)I's eigenvalues leaves the dual
+    unbounded below; that is refused, naming ``lam``, with the bound on λ_min(K) found and the λ that makes
+    K + (λ/2)I positive definite (``ntkref.machines._duality.unbounded_dual_error``), never regularised silently.
 
     float32: a float32 K is solved in float64 arithmetic (exact conversions: the working-set matrices for
     the QP losses, one n×n copy for logistic's Newton systems and the squared loss's closed form), α is rounded to float32 (towards 0 where
@@ -202,6 +207,18 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
     host step: K and y are copied to the host once, solved by the NumPy code, and
     ``alpha_``/``train_output_`` are copied back to K's device (the NumPy solve's result, bit
     for bit).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntkref import kernels, machines
+    >>> X = np.random.default_rng(0).standard_normal((20, 3))
+    >>> y = np.where(X[:, 0] > 0, 1.0, -1.0)
+    >>> m = machines.solve(kernels.fc(X).ntk, y, "hinge", 0.1)       # an SVM, C = 1/λ = 10
+    >>> print(m.converged, f"{m.primal_objective:.6f} {m.dual_objective:.6f}")
+    True 1.492987 1.492987
+    >>> bool(np.all((y * m.alpha_ >= 0) & (y * m.alpha_ <= 1 / 0.1)))   # the dual box 0 ≤ yᵢαᵢ ≤ 1/λ
+    True
     """
     caller = "machines.solve"
     if not isinstance(fit_intercept, bool):
@@ -277,7 +294,11 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
                                               _duality.dual_from_g(a, g, y, loss, lam_sum, xp)))
                 return last["pd"]
 
-            alpha, g, its, conv = _boxqp.chunked_qp(K, y, lo, hi, eps, shift, gap_fn, tol, max_iter, xp)
+            try:
+                alpha, g, its, conv = _boxqp.chunked_qp(K, y, lo, hi, eps, shift, gap_fn, tol, max_iter, xp)
+            except _boxqp.UnboundedDirection as exc:  # the squared hinge, lam/2 below -λ_min(K) + rounding
+                delta = n * _gram.machine_eps(K.dtype, xp) * _compat.frobenius_norm(K, xp)
+                raise _duality.unbounded_dual_error(caller, exc, lam, lam_sum, n, reduction, delta) from None
             primal, dual = gap_fn(alpha, g)
             gap_work = None
             if alpha.dtype != K.dtype:  # the certificate is that of the α returned, rounded to K's dtype
@@ -357,6 +378,17 @@ def fit(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_psd=
     Same as ``solve(...).alpha_``; see :func:`solve` for the parameters, the
     conventions (sum/mean, no bias, squared loss without ½) and the accuracy.
     With ``fit_intercept=True`` it returns the pair ``(alpha, b)`` of the machine f = Kα + b.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntkref import kernels, machines
+    >>> X = np.random.default_rng(0).standard_normal((20, 3))
+    >>> y = np.where(X[:, 0] > 0, 1.0, -1.0)
+    >>> K = kernels.fc(X).ntk
+    >>> alpha = machines.fit(K, y, "squared", 2.0)     # KRR: α = (K + (λ/2)·I)⁻¹ y (no ½ in the loss)
+    >>> bool(np.allclose(alpha, np.linalg.solve(K + np.eye(20), y)))
+    True
     """
     m = solve(K, y, loss, lam, reduction=reduction, tol=tol, max_iter=max_iter, check_psd=check_psd,
               fit_intercept=fit_intercept)
@@ -388,6 +420,18 @@ def hard_margin_svm(K, y, *, tol=None, max_iter=None, C_max=None, check_psd=True
     Validation runs on K's device; so does the soft-margin path (active-set solves), except for a
     non-NumPy K with n ≤ 4096, an explicit host step as in :func:`solve`.  A Dask K takes the same path with
     working sets of gathered columns (as :func:`solve` on Dask; ``check_psd`` the Lanczos test).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntkref import machines
+    >>> X = np.array([[1.0, 0.0], [-1.0, 0.0], [2.0, 1.0]])
+    >>> y = np.array([1.0, -1.0, 1.0])
+    >>> m = machines.hard_margin_svm(X @ X.T, y)      # linear kernel: β* = (1, 0), margin 1/‖β*‖ = 1
+    >>> np.round(m.alpha_, 6).tolist(), f"{m.rkhs_norm_:.6f}"   # the third point is no support vector
+    ([0.5, -0.5, 0.0], '1.000000')
+    >>> print(f"{float(np.min(y * m.predict(X @ X.T))):.6f}")    # min yᵢ g(xᵢ) = 1
+    1.000000
     """
     caller = "machines.hard_margin_svm"
     engine = dispatch.hard_margin_svm.lookup(K)

@@ -39,7 +39,7 @@ from .._lib.backend import device_of, namespace
 from .._lib.validation import InvalidParameterError, check_array, check_int, check_option, check_real
 from .._lib.memory import check_memory
 from ._fc import check_finite_ntk
-from ._common import check_pairs, host_draw, init_target, input_on
+from ._common import check_activation_memory, check_pairs, check_parameter_memory, host_draw, init_target, input_on
 
 __all__ = ["ConvNet"]
 
@@ -184,6 +184,9 @@ class ConvNet:
         """
         rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
         xp, dtype, device = init_target(xp, dtype, device, "ConvNet.init")
+        check_parameter_memory(self.n_params, max(math.prod(w) for w, _ in self.param_shapes()), xp, dtype, device,
+                               "ConvNet.init", f"'in_channels' = {self.in_channels}, 'channels' = "
+                               f"{list(self.channels)} and 'filter_size' = {self.filter_size}")
         params = []
         for w_shape, b_shape in self.param_shapes():
             W = host_draw(rng, w_shape, xp, dtype, device)
@@ -214,7 +217,22 @@ class ConvNet:
                 raise InvalidParameterError(f"params[{ell}] bias must be {'None' if b_shape is None else 'present'}.")
             if b is not None and tuple(b.shape) != b_shape:
                 raise InvalidParameterError(f"params[{ell}] bias has shape {tuple(b.shape)}; expected {b_shape}.")
+        n = x.shape[0]
+        check_activation_memory(n * self._per_image(x)[0], n, _CALLER, x,
+                                f"'channels' = {list(self.channels)} and 'filter_size' = {self.filter_size}", name)
         return xp, x
+
+    def _per_image(self, x):
+        """Floats per image of (the forward pass, the backward pass's largest layer): per layer and pixel the
+        padded input and its im2col columns (q²·C_in), z, h, relu's temporary and the backward signals (C_out)
+        are kept; the backward pass adds, one layer at a time, the columns' transposed copy and the transposed
+        convolution's padded q²·C_in signals."""
+        height, width = x.shape[2], x.shape[3]
+        q2 = self.filter_size**2
+        padded = (height + 2 * (self.filter_size // 2)) * (width + 2 * (self.filter_size // 2))
+        c_in = (self.in_channels,) + self.channels[:-1]
+        forward = sum(padded * ci + height * width * (q2 * ci + 4 * co) for ci, co in zip(c_in, self.channels))
+        return forward, 3 * padded * q2 * max(c_in)
 
     def _scale(self, ell):
         return self.W_std[ell] / math.sqrt(self.fan_in[ell])
@@ -281,6 +299,10 @@ class ConvNet:
         (the transposed convolution, zero outside the image).
         """
         xp, x = self._check(params, x)
+        check_memory(x.shape[0] * (2 * self.n_params + sum(self._per_image(x))),
+                     f"The ({x.shape[0]}, {self.n_params}) Jacobian of 'x' (with the backward pass)",
+                     f"{_CALLER}.jacobian", x, ways_out="use empirical_ntk (no Jacobian; vjp goes through "
+                                                        "it), float32, or fewer images of x per call")
         columns, zs, features = self._forward(params, x, xp)
         q, r = self.filter_size, self.filter_size // 2
         n = x.shape[0]

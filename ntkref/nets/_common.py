@@ -1,9 +1,11 @@
-"""Helpers shared by the finite networks: where ``init`` puts parameters, and inputs given as lists."""
+"""Helpers shared by the finite networks: where ``init`` puts parameters, inputs given as lists, and the memory
+guards of ``init`` (the parameters, width² per hidden layer) and of the forward pass (n × width per layer)."""
 from __future__ import annotations
 
 import numpy as np
 
 from .._lib.backend import creation_target, asarray, device_of, is_array
+from .._lib.memory import check_bytes, check_memory
 from .._lib.validation import InvalidParameterError
 
 
@@ -82,4 +84,27 @@ def check_pairs(params, caller, n_layers=None, name="params"):
     return params
 
 
-__all__ = ["init_target", "host_draw", "input_on", "device_of", "check_pairs"]
+def check_parameter_memory(n_params, largest, xp, dtype, device, caller, names):
+    """The memory guard of ``init``: ``n_params`` parameters in ``dtype`` on ``device`` plus the host draw of the
+    ``largest`` layer (float64, and its copy), refused before the first draw if they would not fit (an
+    InvalidParameterError naming ``names``, the size parameters)."""
+    itemsize = 4 if dtype == xp.float32 else 8
+    needed = n_params * itemsize + 2 * largest * 8
+    if needed < (1 << 24):
+        return
+    like = xp.zeros((0,), dtype=dtype, device=device)
+    check_bytes(needed, f"The {n_params:.4g} parameters set by {names}", caller, xp, like,
+                "ways out: smaller widths or channels (the empirical NTK approaches the infinite-width kernel at the rate "
+                "O(1/√width), and ntkref.kernels computes that kernel directly), or dtype='float32'")
+
+
+def check_activation_memory(n_entries, n_rows, caller, like, names, x_name="x"):
+    """The memory guard of a forward/backward pass: ``n_entries`` floats of activations, pre-activations and
+    backpropagated signals for ``n_rows`` inputs, refused before the pass if they would not fit."""
+    check_memory(n_entries, f"The activations of {n_rows} rows of {x_name!r} through the layers set by {names}",
+                 caller, like, ways_out=f"ways out: fewer rows of {x_name} per call (split it into blocks), smaller "
+                                        "widths, or float32 parameters")
+
+
+__all__ = ["init_target", "host_draw", "input_on", "device_of", "check_pairs", "check_parameter_memory",
+           "check_activation_memory"]

@@ -36,7 +36,7 @@ from .._lib import dispatch
 from .._lib.backend import namespace
 from .._lib.validation import InvalidParameterError, check_array, check_int, check_real
 from .._lib.memory import check_memory
-from ._common import check_pairs, host_draw, init_target, input_on
+from ._common import check_activation_memory, check_pairs, check_parameter_memory, host_draw, init_target, input_on
 
 __all__ = ["FullyConnected", "empirical_ntk"]
 
@@ -113,6 +113,8 @@ class FullyConnected:
         """
         rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
         xp, dtype, device = init_target(xp, dtype, device, "FullyConnected.init")
+        check_parameter_memory(self.n_params, max(i * o for i, o in zip(self.fan_in, self.fan_out)), xp, dtype,
+                               device, "FullyConnected.init", f"'d_in' = {self.d_in} and 'width' = {list(self.widths)}")
         params = []
         for fi, fo, bs in zip(self.fan_in, self.fan_out, self.b_std):
             W = host_draw(rng, (fi, fo), xp, dtype, device)
@@ -121,7 +123,7 @@ class FullyConnected:
         return params
 
     # ---------------------------------------------------------------- checks
-    def _check(self, params, x, name="x"):
+    def _check(self, params, x, name="x", backward=True):
         check_pairs(params, "FullyConnected", self.depth + 1)
         x = input_on(x, params[0][0])
         xp = namespace(params[0][0], x)
@@ -135,6 +137,10 @@ class FullyConnected:
                 raise InvalidParameterError(f"params[{ell}] bias must be {'None' if bs == 0 else 'present'}.")
             if b is not None and tuple(b.shape) != (fo,):
                 raise InvalidParameterError(f"params[{ell}] bias has shape {tuple(b.shape)}; expected {(fo,)}.")
+        # h (fan-in), z and relu's temporary (fan-out) per layer, for every row; backward: δ and vjp's gradient
+        n_back = x.shape[0] * sum(self.fan_out) + self.n_params if backward else 0
+        check_activation_memory(x.shape[0] * (sum(self.fan_in) + 2 * sum(self.fan_out)) + n_back, x.shape[0],
+                                "FullyConnected", x, f"'width' = {list(self.widths)}", name)
         return xp, x
 
     # --------------------------------------------------------------- forward
@@ -153,7 +159,7 @@ class FullyConnected:
 
     def apply(self, params, x):
         """Network outputs f(w, x), shape (n,)."""
-        xp, x = self._check(params, x)
+        xp, x = self._check(params, x, backward=False)
         _, zs = self._forward(params, x, xp)
         return zs[-1][:, 0]
 

@@ -51,7 +51,8 @@ import numpy as np  # host-side seeded draws in init() only
 
 from .._lib.backend import device_of, namespace
 from .._lib.validation import InvalidParameterError, check_array, check_int, check_real
-from ._common import host_draw, init_target, input_on
+from .._lib.memory import check_memory
+from ._common import check_activation_memory, check_parameter_memory, host_draw, init_target, input_on
 
 __all__ = [
     "HomogeneousNet",
@@ -138,6 +139,8 @@ class HomogeneousNet:
         scale = check_real(scale, "scale", caller="HomogeneousNet.init", low=0.0)
         rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
         xp, dtype, device = init_target(xp, dtype, device, "HomogeneousNet.init")
+        check_parameter_memory(self.n_params, max(i * o for i, o in self.shapes), xp, dtype, device,
+                               "HomogeneousNet.init", f"'d_in' = {self.d_in} and 'width' = {list(self.widths)}")
         return [host_draw(rng, shape, xp, dtype, device, scale) for shape in self.shapes]
 
     # ---------------------------------------------------------------- checks
@@ -159,13 +162,17 @@ class HomogeneousNet:
             out.append(W)
         return xp, out
 
-    def _check(self, params, x, caller):
+    def _check(self, params, x, caller, backward=True):
         xp, params = self._check_params(params, caller)
         x = check_array(input_on(x, params[0]), "x", caller=caller, ndim=2, xp=xp, dtype=params[0].dtype)
         if x.shape[1] != self.d_in:
             raise InvalidParameterError(
                 f"The 'x' parameter of {caller} has {x.shape[1]} features; the network expects d_in = {self.d_in}."
             )
+        # h (fan-in), z and relu's temporary (fan-out) per layer, for every row; backward: δ and vjp's gradient
+        n_back = x.shape[0] * sum(self.fan_out) + self.n_params if backward else 0
+        check_activation_memory(x.shape[0] * (sum(self.fan_in) + 2 * sum(self.fan_out)) + n_back, x.shape[0], caller, x,
+                                f"'width' = {list(self.widths)}")
         return xp, params, x
 
     # --------------------------------------------------------------- forward
@@ -182,7 +189,7 @@ class HomogeneousNet:
 
     def apply(self, params, x):
         """Outputs f(x; Θ): shape (n,) if ``n_outputs == 1`` else (n, n_outputs)."""
-        xp, params, x = self._check(params, x, "HomogeneousNet.apply")
+        xp, params, x = self._check(params, x, "HomogeneousNet.apply", backward=False)
         _, zs = self._forward(params, x, xp)
         out = zs[-1]
         return out[:, 0] if self.n_outputs == 1 else out
@@ -240,6 +247,8 @@ class HomogeneousNet:
             raise InvalidParameterError(f"{caller} needs n_outputs == 1 (got {self.n_outputs}); use vjp per output.")
         xp, params, x = self._check(params, x, caller)
         n = x.shape[0]
+        check_memory(2 * n * self.n_params, f"The ({n}, {self.n_params}) Jacobian of 'x'", caller, x,
+                     ways_out="use vjp (no Jacobian), float32, or fewer rows of x per call")
         hs, zs = self._forward(params, x, xp)
         top = xp.ones((n, 1), dtype=x.dtype, device=device_of(x))
         deltas = self._backward(params, hs, zs, top, xp)

@@ -44,6 +44,7 @@ import numpy as np
 from .. import losses as _losses
 from .._lib.backend import device_of, namespace
 from .._lib.compat import eigh
+from .._lib.memory import check_memory
 from .._lib.validation import InvalidParameterError, check_array, check_int, check_option, check_real
 from ._common import input_on
 
@@ -153,6 +154,25 @@ def _reg_value(params, params0, mode, xp):
     return one(params, params0)
 
 
+def _check_record_memory(n, m, steps, record_every, track_kernel, keep_kernels, like):
+    """The memory guard of :func:`train`, before the first step: the records (outputs and l′ on the n training
+    and m test points, each a list of rows stacked at the end: twice) and, with ``track_kernel``, the n×n and
+    m×n kernels, their eigendecomposition and the running sums (about ten of each), and with ``keep_kernels``
+    one kernel per step."""
+    n_records = steps // record_every + 2
+    entries = 2 * n_records * (2 * n + 2 * m + 4)
+    kept = ""
+    if track_kernel:
+        entries += 10 * (n * n + m * n)
+        if keep_kernels:
+            entries += (steps + 1) * (n * n + m * n)
+            kept = f" and {steps + 1} kernels of {n}×{n}" + (f" and {m}×{n}" if m else "")
+    check_memory(entries, f"The records of 'steps' = {steps} with 'record_every' = {record_every} ({n_records} records "
+                 f"of {n} training and {m} test outputs{kept}, 'keep_kernels' = {keep_kernels})", "train", like,
+                 ways_out="ways out: a larger record_every, fewer steps per call (continue from the returned params), "
+                          + ("keep_kernels=False, " if keep_kernels else "") + "or fewer rows of x/x_test")
+
+
 def train(
     net,
     params,
@@ -226,6 +246,8 @@ def train(
         x_test = check_array(input_on(x_test, first), "x_test", caller="train", ndim=2, xp=xp)
         if x_test.shape[1] != net.d_in:
             raise InvalidParameterError(f"x_test has {x_test.shape[1]} features; the network expects d_in = {net.d_in}.")
+    _check_record_memory(n, 0 if x_test is None else x_test.shape[0], steps, record_every, track_kernel,
+                         keep_kernels, x)
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
 
     params0 = params

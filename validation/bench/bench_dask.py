@@ -33,7 +33,8 @@ the workers).  Output: one JSON object (``--json PATH`` also writes it), with th
     python -m validation.bench.bench_dask --mode target --n 60000 --n-test 2000 --memory-limit 4GB \\
         --store /big/disk/K.zarr --json out.json                                 # the end-to-end target
 
-Timings on a shared machine are noisy; compare ratios within one run.
+Timings on a shared machine are noisy; compare ratios within one run.  While stderr is a terminal a tqdm bar
+counts the runs (each side of each n: a subprocess of minutes at the target size); ``--quiet`` turns it off.
 """
 from __future__ import annotations
 
@@ -220,12 +221,16 @@ def main(argv=None):
                    help="kernel machines solved on the same Gram after the KRR (machines.solve, both sides)")
     p.add_argument("--machines-lam", type=float, default=1e-3, help="λ of the machines, mean convention")
     p.add_argument("--json", default=None)
+    p.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
     p.add_argument("--malloc-default", action="store_true",
                    help="leave the workers' malloc settings as distributed sets them (default: MALLOC_MMAP_THRESHOLD_ "
                         "= 256 MiB, see the README's Dask section)")
     args = p.parse_args(argv)
     results = []
-    with tempfile.TemporaryDirectory() as tmp:
+    from ntkref.cli._progress import bar
+
+    runs = bar(len(args.n) * (2 if args.mode == "compare" else 1), "bench_dask", quiet=args.quiet, unit=" runs")
+    with runs, tempfile.TemporaryDirectory() as tmp:
         for n in args.n:
             store = args.store or os.path.join(tmp, f"K{n}.zarr")
             cfg = dict(n=n, n_test=args.n_test, workers=args.workers, memory_limit=args.memory_limit,
@@ -235,11 +240,15 @@ def main(argv=None):
             row = {"n": n, "config": {k: v for k, v in cfg.items() if k != "tmp"}}
             cfg["radii_file"] = os.path.join(tmp, "radii_dask.npy")
             cfg["alpha_file"] = os.path.join(tmp, "alpha_dask_")
+            runs.set_postfix_str(f"n = {n}: dask")
             row["dask"] = run_side(DASK_SIDE, cfg)
+            runs.update()
             if args.mode == "compare":
                 cfg["radii_file"] = os.path.join(tmp, "radii_numpy.npy")
                 cfg["alpha_file"] = os.path.join(tmp, "alpha_numpy_")
+                runs.set_postfix_str(f"n = {n}: numpy")
                 row["numpy"] = run_side(NUMPY_SIDE, cfg)
+                runs.update()
                 d, s = row["dask"], row["numpy"]
                 if "error" not in d and "error" not in s:
                     import numpy as np
@@ -261,7 +270,8 @@ def main(argv=None):
                     row["radii_max_rel_diff"] = (float(np.max(np.abs(ra[fin] - rb[fin]) / np.maximum(rb[fin], 1e-300)))
                                                  if fin.any() else 0.0)
             results.append(row)
-            print(json.dumps(row), flush=True)
+            runs.write(json.dumps(row), file=sys.stdout)  # above the bar
+            sys.stdout.flush()
     report = {"benchmark": "bench_dask", "results": results}
     if args.json:
         with open(args.json, "w") as f:

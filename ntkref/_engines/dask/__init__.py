@@ -4,7 +4,8 @@
   symmetric block operations CG uses, lazy ``machines.predict`` and ``certify.certified_radius``;
 - :mod:`._machines` — ``machines.solve`` / ``hard_margin_svm`` / ``krr.solve_cg``'s operator /
   ``dynamics.subgradient_descent`` on a Dask Gram, with the certificates of the dense solvers;
-- :mod:`._store` — ``kernels.store_gram`` / ``kernels.open_gram``, out-of-core Grams on disk.
+- :mod:`._store` — ``kernels.store_gram`` / ``kernels.open_gram``, out-of-core Grams on disk, crash-safe and
+  resumable (:mod:`._manifest` their format, :mod:`._partial` the temporary store being written).
 
 Importing this package imports no Dask: the modules import ``dask`` inside the functions that build graphs.
 """

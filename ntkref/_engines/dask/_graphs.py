@@ -21,7 +21,8 @@ when ``.compute()`` is called).
 
 Validation.  Parameters are checked when the graph is built (by running the NumPy code on one zero row, which
 touches no data); checks that need the data (finite rows, representable scale, finite output) run inside the
-tasks and raise the same :class:`~ntkref._lib.validation.InvalidParameterError` at ``.compute()``.  Inputs with
+tasks and raise the same :class:`~ntkref._lib.validation.InvalidParameterError` at ``.compute()`` (naming
+``x1`` in a symmetric Gram, whose off-diagonal blocks pass rows of ``x1`` in both slots).  Inputs with
 unknown chunk sizes (NaN, e.g. after boolean indexing) are refused: call ``x.compute_chunk_sizes()`` first.
 """
 from __future__ import annotations
@@ -115,6 +116,19 @@ def _call_block(fn, a, b):
     return out if isinstance(out, tuple) else (out,)
 
 
+def _call_block_of_x1(fn, a, b):
+    """An off-diagonal block of a symmetric Gram: ``b`` is a row chunk of ``x1`` passed in ``fn``'s x2 slot, so
+    an error about its rows ("The 'x2' parameter of …") is about x1's, and says so — the user passed no x2."""
+    try:
+        return _call_block(fn, a, b)
+    except InvalidParameterError as exc:
+        message = str(exc)
+        if "'x2'" not in message:
+            raise
+        raise InvalidParameterError(message.replace("The 'x2' parameter", "The 'x1' parameter")
+                                    .replace("'x1'/'x2'", "'x1'").replace("'x2'", "'x1'")) from None
+
+
 def gram(fn, x1, x2=None, *, n_out=1, dtype=None, meta=None, caller="gram"):
     """One lazy Gram per output of ``fn``, one task per (row chunk, column chunk) block.
 
@@ -153,7 +167,10 @@ def gram(fn, x1, x2=None, *, n_out=1, dtype=None, meta=None, caller="gram"):
             for g, out in enumerate(outs):
                 dsk[(out, i, j)] = (_transpose, (out, j, i))
             continue
-        dsk[(name, i, j)] = (_call_block, fn, k1[i], None if symmetric and i == j else k2[j])
+        if symmetric and i != j:  # both chunks are rows of x1
+            dsk[(name, i, j)] = (_call_block_of_x1, fn, k1[i], k2[j])
+        else:
+            dsk[(name, i, j)] = (_call_block, fn, k1[i], None if symmetric else k2[j])
         for g, out in enumerate(outs):
             dsk[(out, i, j)] = (operator.getitem, (name, i, j), g)
     deps = [x1] if symmetric else [x1, x2]

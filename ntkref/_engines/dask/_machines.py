@@ -100,6 +100,14 @@ class DaskGram:
     def result(self, v):
         return _graphs._da().from_array(v, chunks=(self.K.chunks[0],))
 
+    def psd_test(self, check_psd, caller):
+        """``krr.solve_cg``'s ``check_psd`` on this K (:func:`_check_psd_option`): the Lanczos test of
+        :func:`psd_test` after the one validating pass of :func:`check_gram` (finite, symmetric; a K within the
+        tolerance is then used symmetrised, as ``machines.solve`` uses it); "cholesky" is refused; False: nothing."""
+        if _check_psd_option(check_psd, caller):
+            self.K, _, fro = check_gram(self.K, caller)
+            psd_test(self.K, fro, caller)
+
 
 @dataclass
 class DaskKernelMachine(_m.KernelMachine):
@@ -162,9 +170,8 @@ def _block_stats(a, b, rows=1024):
 def _check_psd_option(check_psd, caller):
     """The Dask meaning of ``check_psd``: True / "auto" / "lanczos" → True (the Lanczos test), False → False;
     "cholesky" is refused (it needs the whole K in one process)."""
-    if check_psd is False or check_psd is None:
+    if _gram.check_psd_option(check_psd, caller) is False:  # None, 0, "yes" ...: refused, never "no test"
         return False
-    check_option(check_psd, "check_psd", (True, False) + _gram.PSD_METHODS, caller=caller)
     if check_psd == "cholesky":
         raise InvalidParameterError(
             f"The 'check_psd' parameter of {caller}: 'cholesky' needs the whole K in one process (O(n^3)); on a "
@@ -477,7 +484,8 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
     if psd:  # last: the only check costlier than one pass over K
         psd_test(K, fro, _CALLER)
     if loss.name == "squared":
-        return solve_cg(K, y, lam, reduction=reduction, tol=tol, max_iter=max_iter, **cg)
+        # K was validated and (check_psd) tested above: solve_cg does not test it again
+        return solve_cg(K, y, lam, reduction=reduction, tol=tol, max_iter=max_iter, check_psd=False, **cg)
     lam_sum = lam * n if reduction == "mean" else lam
     tol = 1e-10 if tol is None else check_real(tol, "tol", caller=_CALLER, low=0.0, closed="right")
     if max_iter is not None:
@@ -495,7 +503,10 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
             return (_duality.primal_from_g(a, g, y, loss, lam_sum, xp), _duality.dual_from_g(a, g, y, loss, lam_sum, xp))
 
         cols = _Columns(K)
-        alpha, g, its, conv = _working_set_qp(cols, y, lo, hi, eps, shift, gap_fn, tol, max_iter, diag_max, chunk)
+        try:
+            alpha, g, its, conv = _working_set_qp(cols, y, lo, hi, eps, shift, gap_fn, tol, max_iter, diag_max, chunk)
+        except _boxqp.UnboundedDirection as exc:  # the squared hinge, lam/2 below -λ_min(K) + rounding (as machines)
+            raise _duality.unbounded_dual_error(_CALLER, exc, lam, lam_sum, n, reduction, n * _eps(K) * fro) from None
         primal, dual = gap_fn(alpha, g)
         absKa = np.abs(cols.C) @ np.abs(alpha[cols.idx])  # α is supported on the last working set's columns
         kkt = _qp_kkt(alpha, g, y, loss, lam_sum, diag_max)
@@ -619,7 +630,7 @@ def subgradient_descent(K, y, loss, lam, lr, steps, *, batch_size=None, seed=Non
     steps = check_int(steps, "steps", caller=caller, low=0)
     record_every = check_int(record_every, "record_every", caller=caller, low=1)
     check_option(decay, "decay", ("all", "batch"), caller=caller)
-    psd = bool(check_psd)
+    psd = _gram.check_psd_option(check_psd, caller, (True, False))  # documented as a bool: nothing else
     K, _, fro = check_gram(K, caller, sym_tol=100.0)
     n = K.shape[0]
 
