@@ -211,11 +211,11 @@ def test_fc_gram_in_row_blocks_equals_one_call_bit_for_bit(kw, asxp, tonp):
     def call(b1, b2):
         return kernels.fc(b1, b2, get=tuple(both), **kw)
 
-    sym = _progress.gram_in_row_blocks(call, "fc", x, None, both, command="kernel", quiet=True)  # host copies
+    sym = _progress.gram_in_row_blocks(call, "fc", x, None, both, command="kernel", quiet=True, steps=True)  # host copies
     one = kernels.fc(x, **kw)
     for g in both:
         assert np.array_equal(sym[g], tonp(getattr(one, g))) and np.array_equal(sym[g], sym[g].T)
-    rect = _progress.gram_in_row_blocks(call, "fc", x, x2, both, command="kernel", quiet=True)
+    rect = _progress.gram_in_row_blocks(call, "fc", x, x2, both, command="kernel", quiet=True, steps=True)
     one = kernels.fc(x, x2, **kw)
     assert all(np.array_equal(rect[g], tonp(getattr(one, g))) for g in both)
 
@@ -228,14 +228,14 @@ def test_cntk_gram_in_row_blocks_agrees_with_one_call(monkeypatch, asxp, tonp):
         def call(b1, b2):
             return kernels.cntk(b1, b2, **kw)
 
-        sym = _progress.gram_in_row_blocks(call, "cntk", imgs, None, ["nngp", "ntk"], command="kernel", quiet=True)
+        sym = _progress.gram_in_row_blocks(call, "cntk", imgs, None, ["nngp", "ntk"], command="kernel", quiet=True, steps=True)
         one = kernels.cntk(imgs, **kw)
         for g in ("nngp", "ntk"):
             ref = tonp(getattr(one, g))
             scale = np.sqrt(np.outer(np.diag(ref), np.diag(ref)))
             assert np.array_equal(sym[g], sym[g].T)
             assert np.all(np.abs(sym[g] - ref) <= 1e-14 * scale)
-        rect = _progress.gram_in_row_blocks(call, "cntk", imgs, imgs[:7, ...], ["ntk"], command="kernel", quiet=True)
+        rect = _progress.gram_in_row_blocks(call, "cntk", imgs, imgs[:7, ...], ["ntk"], command="kernel", quiet=True, steps=True)
         assert np.array_equal(rect["ntk"], tonp(kernels.cntk(imgs, imgs[:7, ...], **kw).ntk))
 
 
@@ -249,7 +249,7 @@ def test_certify_in_chunks_equals_one_call_bit_for_bit(monkeypatch, kw, asxp, to
     def call(part):
         return certify.certified_radius(alpha, xtr, xte[part, ...], y=y[part], return_info=True, **kw)
 
-    radii, g = _progress.radii_in_chunks(call, 40, command="certify", quiet=True)  # host copies
+    radii, g = _progress.radii_in_chunks(call, 40, command="certify", quiet=True, steps=True)  # host copies
     r1, info = certify.certified_radius(alpha, xtr, xte, y=y, return_info=True, **kw)
     assert np.array_equal(radii, tonp(r1)) and np.array_equal(g, tonp(info["g"]))
 
@@ -281,6 +281,7 @@ def test_cli_blocked_gram_is_checked_against_host_memory(tmp_path, monkeypatch, 
         return None if got is None else min(got, 20 * 2**20)
 
     monkeypatch.setattr(memory, "available_memory", small)
+    monkeypatch.setattr(_progress, "is_terminal", lambda stream: True)  # a bar is drawn: the blocked route
     code = cli.main(["kernel", "--x1", str(tmp_path / "x.npy"), "--get", "both", "--depth", "1",
                      "--out", str(tmp_path / "k.npz")])
     err = capsys.readouterr().err
