@@ -6,32 +6,8 @@ array-API namespace (NumPy by default; ``NTKREF_BACKEND`` selects another).
 """
 from ._lib.api import set_public_module
 from ._lib.backend import BACKENDS, BackendError, backend_name, check_environment, default_namespace, to_numpy
+from ._lib.backend import launched_as_the_command
 from ._lib.validation import InvalidParameterError
-
-
-def _launched_as_the_command():
-    """Whether this process is the ``ntkref`` command (the console script, or ``python -m ntkref.cli``)."""
-    import os
-    import re
-    import sys
-
-    if sys.argv and re.sub(r"(-script\.pyw?|\.exe)?$", "", os.path.basename(sys.argv[0] or "")) == "ntkref":
-        return True
-    args = list(getattr(sys, "orig_argv", ()))[1:]  # the interpreter's own options, then -m MODULE
-    k = 0
-    while k < len(args):
-        a = args[k]
-        if a == "-m":
-            return k + 1 < len(args) and args[k + 1] == "ntkref.cli"
-        if a.startswith("-m"):
-            return a[2:] == "ntkref.cli"
-        if a in ("-W", "-X", "--check-hash-based-pycs"):
-            k += 2
-            continue
-        if a == "-c" or not a.startswith("-"):  # a command or a script: not -m
-            return False
-        k += 1
-    return False
 
 
 # NTKREF_BACKEND / NTKREF_DEVICE are checked now: a typo or a missing package is an error at import,
@@ -42,7 +18,7 @@ def _launched_as_the_command():
 try:
     check_environment()
 except BackendError:
-    if not _launched_as_the_command():
+    if not launched_as_the_command():
         raise
 
 # The one place the version is written: pyproject.toml's dynamic version reads this literal from the source

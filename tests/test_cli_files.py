@@ -222,7 +222,7 @@ def test_bad_backend_is_one_line_and_exit_2_and_help_still_works(tmp_path, env):
 
 def test_the_command_detection_is_exact(monkeypatch):
     """Only the console script (named ntkref) and ``python -m ntkref.cli`` defer the environment's error."""
-    import ntkref
+    from ntkref._lib.backend import launched_as_the_command
 
     for argv0, orig, expected in [
         ("/venv/bin/ntkref", ["python", "/venv/bin/ntkref", "kernel"], True),
@@ -237,4 +237,4 @@ def test_the_command_detection_is_exact(monkeypatch):
     ]:
         monkeypatch.setattr(sys, "argv", [argv0])
         monkeypatch.setattr(sys, "orig_argv", orig, raising=False)
-        assert ntkref._launched_as_the_command() is expected, (argv0, orig)
+        assert launched_as_the_command() is expected, (argv0, orig)

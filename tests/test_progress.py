@@ -16,6 +16,7 @@ import select
 import subprocess
 import sys
 
+import array_api_compat
 import numpy as np
 import pytest
 
@@ -251,7 +252,15 @@ def test_certify_in_chunks_equals_one_call_bit_for_bit(monkeypatch, kw, asxp, to
 
     radii, g = _progress.radii_in_chunks(call, 40, command="certify", quiet=True, steps=True)  # host copies
     r1, info = certify.certified_radius(alpha, xtr, xte, y=y, return_info=True, **kw)
-    assert np.array_equal(radii, tonp(r1)) and np.array_equal(g, tonp(info["g"]))
+    if array_api_compat.is_numpy_namespace(array_api_compat.array_namespace(r1)):
+        assert np.array_equal(radii, tonp(r1)) and np.array_equal(g, tonp(info["g"]))  # the same BLAS calls
+        return
+    # other libraries may sum g(x) = Σⱼ αⱼ Θ(x, xⱼ) in another order for another number of rows (torch does):
+    # each sum of n = 30 terms then differs by at most 2·n·eps·Σⱼ |αⱼ| Θ(x, xⱼ) (Θ ≥ 0: the same g with |α|),
+    # and each radius, a bisection to relative tol 1e-4, by at most that tolerance
+    scale = tonp(certify.certified_radius(asxp(np.abs(tonp(alpha))), xtr, xte, return_info=True, **kw)[1]["g"])
+    assert np.all(np.abs(g - tonp(info["g"])) <= 2 * 30 * np.finfo(np.float64).eps * np.abs(scale))
+    assert np.all(np.abs(radii - tonp(r1)) <= 1e-4 * np.maximum(radii, tonp(r1)))
 
 
 def test_cli_blocked_gram_refuses_a_bad_row_as_one_call_does(tmp_path, monkeypatch, capsys):

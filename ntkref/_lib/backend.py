@@ -139,6 +139,31 @@ def default_device():
     raise BackendError(f"{DEVICE_VAR}={value!r}: the {name} backend takes no device setting; unset {DEVICE_VAR}.")
 
 
+def launched_as_the_command():
+    """Whether this process is the ``ntkref`` command (the console script, or ``python -m ntkref.cli``)."""
+    import os
+    import re
+    import sys
+
+    if sys.argv and re.sub(r"(-script\.pyw?|\.exe)?$", "", os.path.basename(sys.argv[0] or "")) == "ntkref":
+        return True
+    args = list(getattr(sys, "orig_argv", ()))[1:]  # the interpreter's own options, then -m MODULE
+    k = 0
+    while k < len(args):
+        a = args[k]
+        if a == "-m":
+            return k + 1 < len(args) and args[k + 1] == "ntkref.cli"
+        if a.startswith("-m"):
+            return a[2:] == "ntkref.cli"
+        if a in ("-W", "-X", "--check-hash-based-pycs"):
+            k += 2
+            continue
+        if a == "-c" or not a.startswith("-"):  # a command or a script: not -m
+            return False
+        k += 1
+    return False
+
+
 def check_environment():
     """Resolve ``NTKREF_BACKEND`` and ``NTKREF_DEVICE`` now; raise :class:`BackendError` if either is unusable.
 
