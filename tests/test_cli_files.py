@@ -238,3 +238,50 @@ def test_the_command_detection_is_exact(monkeypatch):
         monkeypatch.setattr(sys, "argv", [argv0])
         monkeypatch.setattr(sys, "orig_argv", orig, raising=False)
         assert launched_as_the_command() is expected, (argv0, orig)
+
+
+def test_an_overwrite_falls_back_to_the_copy_where_the_link_is_refused(tmp_path, monkeypatch):
+    """Where linkat of /proc/self/fd/N is refused (EXDEV), a new file and an overwrite both fall back to the copy
+    (the overwrite used to raise, keeping the old file)."""
+    import errno
+
+    from ntkref._lib import files
+
+    real_link = os.link
+
+    def refuse_proc(src, dst, *args, **kwargs):
+        if str(src).startswith("/proc/"):
+            raise OSError(errno.EXDEV, "Invalid cross-device link")
+        return real_link(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "link", refuse_proc)
+    target = tmp_path / "out.bin"
+    files.replace_atomically(os.fspath(target), lambda f: f.write(b"first"))
+    files.replace_atomically(os.fspath(target), lambda f: f.write(b"second"))
+    assert target.read_bytes() == b"second"
+    assert sorted(os.listdir(tmp_path)) == ["out.bin"]
+
+
+def test_a_write_only_folder_takes_the_named_route(tmp_path, monkeypatch):
+    """A folder with mode 0733 (write and search, no read) cannot be opened for linkat, but plain mkstemp + rename
+    works there: replace_atomically takes the named route for a folder it may not read (it raised PermissionError
+    after the computation). The permission is simulated (the tests run as root, which reads every folder)."""
+    from ntkref._lib import files
+
+    folder = tmp_path / "drop"
+    folder.mkdir()
+    real_access = os.access
+
+    def no_read(path, mode, *args, **kwargs):
+        if os.path.abspath(path) == os.fspath(folder) and mode & os.R_OK:
+            return False
+        return real_access(path, mode, *args, **kwargs)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the folder was opened for linkat")
+
+    monkeypatch.setattr(os, "access", no_read)
+    monkeypatch.setattr(files, "link_unnamed", refuse)
+    files.replace_atomically(os.fspath(folder / "out.bin"), lambda f: f.write(b"ok"))
+    assert (folder / "out.bin").read_bytes() == b"ok"
+    assert sorted(os.listdir(folder)) == ["out.bin"]

@@ -55,6 +55,20 @@ def _slow(b, block_id=None):
     return b
 
 
+def _probes(done):
+    """The recorded blocks resume recomputes to check that K is the Gram written: for each row chunk and each
+    column chunk the records touch, its first recorded block (a Gram's block (i, j) depends on chunks i and j)."""
+    first = {}
+    for i, j in sorted(done):
+        first.setdefault(("row", i), (i, j))
+        first.setdefault(("col", j), (i, j))
+    return set(first.values())
+
+
+def _recorded(partial):
+    return {tuple(int(v) for v in e.split(".")[:2]) for e in os.listdir(os.path.join(partial, "blocks"))}
+
+
 def _K(which):
     """Gram ``which`` (0 or 1) as a Dask array of 50 x 50 blocks; the same Dask name in every process."""
     G = _grams()[which]
@@ -236,9 +250,10 @@ def test_writer_killed_at_each_point_of_the_commit(tmp_path, ext, crash, referen
         kernels.store_gram(_K(0), path, resume=True)  # another Gram of that shape is not taken for the one written
     _COUNT.clear()
     kernels.store_gram(_K(1), path, resume=True)
-    # every block was written before the kill: none is computed again but the one that checks K (also when the
-    # kill came after the rename: the target is not taken for K's store unchecked)
-    assert len(_COUNT) == 1
+    # every block was written before the kill: none is computed again but those that check K — one per row chunk
+    # and per column chunk, 23 of the 144 (also when the kill came after the rename: the target is not taken for
+    # K's store unchecked)
+    assert len(_COUNT) == len(_probes([(i, j) for i in range(12) for j in range(12)])) == 23
     assert sorted(os.listdir(tmp_path)) == ["K" + ext]
     assert _tree(path) == reference[ext, 1][0]
 
@@ -252,13 +267,15 @@ def test_resume_recomputes_only_the_missing_blocks(tmp_path, ext, reference):
     assert code == -signal.SIGKILL
     assert _visible(tmp_path) == []
     (partial,) = [os.path.join(tmp_path, e) for e in os.listdir(tmp_path)]
-    written = len(os.listdir(os.path.join(partial, "blocks")))
+    recorded = _recorded(partial)
+    written = len(recorded)
     assert 0 < written < 144
     with pytest.raises(InvalidParameterError, match="'path'.*does not exist"):
         kernels.open_gram(path)
     _COUNT.clear()
     out = kernels.store_gram(_K(1), path, resume=True)
-    assert len(_COUNT) == 144 - written + 1
+    assert sorted(_COUNT) == sorted(set(_COUNT))  # no block twice
+    assert set(_COUNT) == ({(i, j) for i in range(12) for j in range(12)} - recorded) | _probes(recorded)
     assert np.array_equal(out.compute(), _grams()[1])
     assert _tree(path) == reference[ext, 1][0]
     assert sorted(os.listdir(tmp_path)) == ["K" + ext]
@@ -284,8 +301,40 @@ def test_resume_checks_the_records_and_that_K_is_the_same_gram(tmp_path):
         f.write(b"\xff" * 8)
     _COUNT.clear()
     kernels.store_gram(_K(1), path, resume=True)
-    assert (i, j) in _COUNT and len(_COUNT) == 144 - len(blocks) + 2
+    assert (i, j) in _COUNT
+    assert len(_COUNT) <= 144 - len(blocks) + 1 + len(_probes({tuple(int(v) for v in b.split(".")[:2])
+                                                                 for b in blocks} - {(i, j)}))
     assert np.array_equal(_read(path, verify=True), _grams()[1])
+
+
+def test_resume_refuses_a_gram_whose_later_inputs_changed(tmp_path):
+    """Block (0, 0) alone would not see it: K_new = the Gram of the same first rows and changed later rows (n and
+    the blocking unchanged). Resume recomputes one recorded block per row and column chunk, so a changed input
+    chunk is seen wherever its blocks were kept, and the store is refused naming K (it committed K_old's blocks
+    as K_new's before)."""
+    path = os.fspath(tmp_path / "K.npy")
+    assert _run(path, 1, crash=("block", (6, 0)))[0] == -signal.SIGKILL
+    G_new = _grams()[1].copy()
+    G_new[4 * B:, :] += 1e-3  # the rows and columns of chunks 4.. change; block (0, 0) and chunks 0-3 do not
+    G_new[:4 * B, 4 * B:] += 1e-3
+    with pytest.raises(InvalidParameterError, match="'K'.*not the Gram"):
+        kernels.store_gram(da.from_array(G_new, chunks=B), path, resume=True)
+
+
+def test_partial_stores_of_another_target_with_a_longer_name_are_not_this_targets(tmp_path):
+    """``.ntkref-K.npy.v2.npy.<tag>.partial`` belongs to ``K.npy.v2.npy``: a store of ``K.npy`` neither removes it
+    nor resumes it."""
+    from ntkref._lib import files
+
+    mine = tmp_path / ".ntkref-K.npy.0123456789ab.partial"
+    theirs = tmp_path / ".ntkref-K.npy.v2.npy.0123456789ab.partial"
+    mine.mkdir()
+    theirs.mkdir()
+    assert files.siblings(os.fspath(tmp_path / "K.npy"), ".partial") == [os.fspath(mine)]
+    assert files.siblings(os.fspath(tmp_path / "K.npy.v2.npy"), ".partial") == [os.fspath(theirs)]
+    mine.rmdir()
+    kernels.store_gram(da.from_array(_grams()[0], chunks=B), os.fspath(tmp_path / "K.npy"))
+    assert theirs.is_dir()
 
 
 def test_a_live_writer_is_never_cleaned_nor_resumed(tmp_path):

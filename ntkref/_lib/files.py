@@ -47,7 +47,9 @@ def replace_atomically(path, write, *, mode="wb", encoding=None, newline=None):
     (:func:`temporary_name`) that the next run removes once its writer is dead (:func:`remove_stale_temporaries`).
     """
     folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = open_unnamed(folder), None
+    # the unnamed file is linked through a descriptor of the folder, which needs read permission on it; a folder
+    # that is only writable (mode 0733) takes the named route, as plain mkstemp + os.replace always could
+    fd, tmp = (open_unnamed(folder) if os.access(folder, os.R_OK) else None), None
     if fd is None:
         fd, tmp = create_temporary(folder)
     kwargs = {} if "b" in mode else {"encoding": encoding or "utf-8", "newline": newline}
@@ -105,14 +107,17 @@ def sibling(path, tag):
 
 
 def siblings(path, suffix):
-    """The existing hidden siblings ``.ntkref-<name>.*<suffix>`` of ``path`` (sorted); none if the folder is missing."""
+    """The existing hidden siblings ``.ntkref-<name>.<tag><suffix>`` of ``path`` (sorted; ``<tag>`` holds no dot, so
+    the siblings of ``K.npy.v2.npy`` are never taken for those of ``K.npy``); none if the folder is missing."""
     folder, name = os.path.split(os.path.abspath(path))
     prefix = f"{TEMP_PREFIX}{name}."
     try:
         entries = os.listdir(folder)
     except OSError:
         return []
-    return sorted(os.path.join(folder, e) for e in entries if e.startswith(prefix) and e.endswith(suffix))
+    return sorted(os.path.join(folder, e) for e in entries
+                  if e.startswith(prefix) and e.endswith(suffix) and len(e) > len(prefix) + len(suffix)
+                  and "." not in e[len(prefix):len(e) - len(suffix)])
 
 
 def fsync_path(path, *, data_only=False):
@@ -319,8 +324,12 @@ def link_unnamed(fd, path):
             os.link(source, name, dst_dir_fd=dirfd, follow_symlinks=True)
         except FileExistsError:
             tmp = os.path.basename(temporary_name(folder))
-            os.link(source, tmp, dst_dir_fd=dirfd, follow_symlinks=True)
-            _rename_or_remove(tmp, name, dirfd)
+            try:
+                os.link(source, tmp, dst_dir_fd=dirfd, follow_symlinks=True)
+            except OSError:  # the link refused here too: the copy, as for a new file
+                _copy_unnamed(fd, folder, name, dirfd)
+            else:
+                _rename_or_remove(tmp, name, dirfd)
         except OSError:
             _copy_unnamed(fd, folder, name, dirfd)
         try:

@@ -217,7 +217,7 @@ def unbounded_dual_error(caller, exc, lam, lam_sum, n, reduction, delta):
     eigenvalue is a rounding-level negative number (accepted by the PSD test, to −δ = −n·eps·‖K‖_F) below −λ/2,
     or when λ/2 itself is below the resolution m·eps·max Qᵢᵢ of Q's eigenvalues.  Eq. (7) has no minimiser for
     such a K (the dual is unbounded, so the stored K is not PSD), or none that float64 can resolve; regularising K
-    would certify a different problem, so the solve is refused: λ must exceed about 2·(max(δ, |λ_min(K)|) +
+    would certify a different problem, so the solve is refused: λ_sum must exceed about 2·(2·max(δ, |λ_min(K)|) +
     resolution), for which K + (λ/2)I is positive definite for every K that passes the Cholesky PSD test.
     """
     rho_k = exc.rayleigh - lam_sum / 2
@@ -228,14 +228,16 @@ def unbounded_dual_error(caller, exc, lam, lam_sum, n, reduction, delta):
         why = "K has a negative eigenvalue" + (
             f" within the PSD test's tolerance -n*eps*||K||_F = {-delta:.3g} (rounding-level)" if rho_k >= -delta else "")
     else:
-        why = f"lam/2 = {lam_sum / 2:.3g} is below the resolution of Q's eigenvalues"
+        why = f"lam_sum/2 = {lam_sum / 2:.3g} is below the resolution of Q's eigenvalues"
     return InvalidParameterError(
         f"The 'lam' parameter of {caller} is too small for the squared_hinge loss with this K: the dual QP's matrix "
         f"Q = K + (lam/2)*I is not positive definite to float64 resolution along a direction d that the dual box "
         f"leaves unbounded, so the dual is unbounded below and there is no minimiser to certify. Along d, "
-        f"d^T K d / d^T d = {rho_k:.3g} (so lambda_min(K) <= {rho_k:.3g}) against -lam/2 = {-lam_sum / 2:.3g}, and Q's "
+        f"d^T K d / d^T d = {rho_k:.3g} (so lambda_min(K) <= {rho_k:.3g}) against -lam_sum/2 = {-lam_sum / 2:.3g} "
+        f"(lam_sum = lam{' * n' if reduction == 'mean' else ''}), and Q's "
         f"eigenvalues are resolved to about m*eps*max Q_ii = {resolution:.3g} (m = {exc.m} free coordinates): "
-        f"{why}. Use lam >= {need:.3g} (reduction={reduction!r}; Q is then positive definite, and |alpha| grows like "
+        f"{why}. Use lam >= {need:.3g} (reduction={reduction!r}; Q is then positive definite if K passed the Cholesky "
+        f"PSD test, which bounds |lambda_min(K)| by n*eps*||K||_F; |alpha| grows like "
         f"1/lam, so a certificate to tol may need a larger lam), or make K positive semidefinite (e.g. K + c*I with "
         f"c >= |lambda_min(K)|, or K with its negative eigenvalues set to 0: a change of kernel). Got lam = {lam!r}."
     )

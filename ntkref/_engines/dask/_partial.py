@@ -450,10 +450,21 @@ def resume(K, target, plan, overwrite):
         cands = sorted((ij, hx) for ij, sums in recs.items() for hx in sums)
         ok = dask.compute(*[dask.delayed(_check_record, pure=False)(src, run, i, j, hx) for (i, j), hx in cands])
         run.done = {ij: hx for (ij, hx), good in zip(cands, ok) if good}
-    if run.done:  # is K the Gram being written?  one recorded block recomputed and compared
-        (i, j), hx = min(run.done.items())
-        if M.checksum(to_numpy(K.blocks[i, j].compute()), run.dtype) != hx:
-            raise InvalidParameterError(f"The 'K' parameter of store_gram: K is not the Gram that the interrupted store "
-                                        f"of {target!r} was writing (its block ({i}, {j}) differs from the one "
-                                        "written). Pass resume=False to start over.")
+    if run.done:
+        # Is K the Gram being written?  A Gram's block (i, j) depends on the row chunks i and j of its inputs, so
+        # one recorded block recomputed per row chunk and per column chunk that the records touch (at most
+        # 2·(number of chunks) blocks, not all of them) sees a change of any input chunk whose blocks are kept.
+        # (An arbitrary Dask array could change entries independently; resume is for the same Gram, as documented.)
+        probe = {}
+        for (i, j), hx in sorted(run.done.items()):
+            probe.setdefault(("row", i), ((i, j), hx))
+            probe.setdefault(("col", j), ((i, j), hx))
+        checks = sorted(set(probe.values()))
+        got = dask.compute(*[K.blocks[i, j] for (i, j), _ in checks])
+        for ((i, j), hx), block in zip(checks, got):
+            if M.checksum(to_numpy(block), run.dtype) != hx:
+                raise InvalidParameterError(
+                    f"The 'K' parameter of store_gram: K is not the Gram that the interrupted store of {target!r} "
+                    f"was writing (its block ({i}, {j}) differs from the one written). Pass resume=False to start "
+                    "over.")
     return run, committed is not None

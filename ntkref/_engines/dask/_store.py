@@ -32,8 +32,9 @@ The protocol of one :func:`store_gram` call:
 On *any* exception the partial folder is removed and the target is what it was.  After a crash or a kill the
 target is also what it was (or the new, complete store if the kill came after the rename); the partial folder
 is left for ``store_gram(K, path, resume=True)``: it verifies each recorded block against its checksum,
-recomputes one recorded block to check that K is the Gram being written, recomputes only the blocks without a
-valid record, and commits — the same bytes as an uninterrupted run.  A ``store_gram`` without ``resume``
+recomputes one recorded block per row chunk and per column chunk to check that K is the Gram being written
+(a Gram's block (i, j) depends on its inputs' chunks i and j; an arbitrary Dask array could change entries
+independently, and resume is for the same Gram), recomputes only the blocks without a valid record, and commits — the same bytes as an uninterrupted run.  A ``store_gram`` without ``resume``
 removes the stale partial instead.  :func:`open_gram` refuses anything without a valid manifest (naming what
 is missing) and verifies the checksums of every block a task reads (``verify="read"``), all of them at once
 (``verify=True``) or none (``verify=False``).
