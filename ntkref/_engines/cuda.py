@@ -46,6 +46,7 @@ import math
 
 import numpy
 
+from .._lib import dispatch
 from ..kernels._layers import check_finite_kernel
 
 _PARALLEL_THRESHOLD = 0.95
@@ -199,8 +200,6 @@ SEAMS = {
 
 def register():
     """Fill the seams this engine serves (called once by :func:`ntkref._lib.dispatch.load`)."""
-    from .._lib import dispatch
-
     dispatch.fc_relu_fused.register("cupy", fc_relu_unbiased)
     dispatch.free_memory.register("cupy", free_memory)
 

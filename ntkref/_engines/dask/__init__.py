@@ -9,6 +9,10 @@
 
 Importing this package imports no Dask: the modules import ``dask`` inside the functions that build graphs.
 """
+from ..._lib import dispatch
+from ..._lib.api import set_public_module
+from . import _graphs, _machines, _store
+
 #: seam -> what this engine does there (the README's backend table is made from this)
 SEAMS = {
     "fc": "lazy Gram, one task per block of rows",
@@ -29,10 +33,6 @@ SEAMS = {
 
 def register():
     """Fill the seams this engine serves (called once by :func:`ntkref._lib.dispatch.load`)."""
-    from ..._lib import dispatch
-    from ..._lib.api import set_public_module
-    from . import _graphs, _machines, _store
-
     # the stores are public as ntkref.kernels.store_gram / open_gram
     set_public_module("ntkref.kernels", vars(_store), ("store_gram", "open_gram"))
     for name, impl in (

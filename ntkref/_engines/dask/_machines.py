@@ -688,8 +688,9 @@ def subgradient_descent(K, y, loss, lam, lr, steps, *, batch_size=None, seed=Non
     g_test = None
     if K_test is not None:
         if _graphs.is_dask(K_test):
-            g_test = np.asarray((K_test @ _graphs._da().from_array(alpha_arr.T, chunks=(K_test.chunks[1], -1))).compute(),
-                                dtype=np.float64).T
+            # the product's chunks may live on a device (CuPy-backed K_test): copied to the client explicitly
+            prod = K_test @ _graphs._da().from_array(alpha_arr.T, chunks=(K_test.chunks[1], -1))
+            g_test = np.asarray(to_numpy(prod.compute()), dtype=np.float64).T
         else:
             g_test = alpha_arr @ K_test.T
         if g0_test is not None:

@@ -196,6 +196,7 @@ def _read(src, r0, r1, c0, c1, rect, checks):
         return src.read(r0, r1, c0, c1)
     values = M.check_blocks(src, list(checks), rect)
     R0, R1, C0, C1 = rect
+    # values were read from disk into host memory: the copy keeps only the region, not the rest of the block
     return values if (R0, R1, C0, C1) == (r0, r1, c0, c1) else np.array(values[r0 - R0:r1 - R0, c0 - C0:c1 - C0])
 
 
