@@ -95,6 +95,14 @@ class KRRMachine(KernelMachine):
     preconditioner : str or None
     rank : int
         The Nyström rank kept (0 for the others).
+    psd_margin : float
+        As :attr:`KernelMachine.psd_margin`: 0.0 = K ≻ 0 proven by Rump's test (the Cholesky certificate of
+        ``check_psd=True``/"cholesky", dense n ≤ 4096 for "auto"), μ > 0 = λ_min(K) > −μ proven, inf = no proof
+        (the Lanczos test, ``check_psd=False``, a Dask K).
+
+    The CG certificate (``residual``, ``duality_gap`` = the computed ‖r‖²-form of P − D, ``alpha_error_bound``) is
+    computed in floating point and is NOT a proven bound: ``gap_rounding`` is 0.0 here, not a bound of the gap's
+    rounding.  For a proven certificate of a KRR solution use :func:`ntkref.machines.solve` (``loss="squared"``).
     """
 
     residual: float = math.nan
@@ -283,14 +291,15 @@ def solve_cg(K, y, lam, *, reduction="sum", tol=None, max_iter=None, preconditio
     max_iter = 1000 if max_iter is None else check_int(max_iter, "max_iter", caller=caller, low=1)
     rank = min(n, 200) if rank is None else check_int(rank, "rank", caller=caller, low=1, high=n)
     # K ⪰ 0, as machines.solve tests it (module docstring): last, the only check costlier than one pass over K
+    psd_margin = math.inf  # what the PSD test proved (KernelMachine.psd_margin): inf = no proof
     if dask_operator is not None:
         op.psd_test(check_psd, caller)  # the engine's Lanczos test ("cholesky" refused there)
     else:
         method = psd_method(check_psd, n, caller)
         if checked is not None:  # checked once: only a stronger PSD test than the one it passed runs
-            upgrade_psd(checked, method, caller, "K")
+            psd_margin = upgrade_psd(checked, method, caller, "K") if method else checked.psd_margin
         elif method:
-            refuse_indefinite(K, caller, method=method)
+            psd_margin = refuse_indefinite(K, caller, method=method)
 
     kept = 0
     if preconditioner == "nystrom":
@@ -460,7 +469,7 @@ def solve_cg(K, y, lam, *, reduction="sum", tol=None, max_iter=None, preconditio
         kkt_residual=kkt, n_iter=its, converged=bool(converged), rkhs_norm_=math.sqrt(quad),
         train_output_=op.result(g), residual=res, tol=tol,
         alpha_error_bound=_ldexp_scalar(res * norm_y / mu, e_y),
-        preconditioner=preconditioner, rank=kept,
+        preconditioner=preconditioner, rank=kept, psd_margin=psd_margin,
     )
 
 

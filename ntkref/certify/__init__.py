@@ -133,6 +133,19 @@ if not certified even at max_radius·2⁻⁶⁰).  Snapping makes r a function o
 the set of certified radii alone, so a method whose bounds are tighter never
 returns a smaller radius.  Typically 6–8 bound evaluations in all.
 
+Proof in floating point
+-----------------------
+The slack above makes the search's bounds sound in practice; the radii are
+then *proven*: at the end each radius is re-checked by re-evaluating its bound
+(NTK: ranges, the polygon's edge extremes of Φ, the sum over α; IBP: the layer
+intervals) in outward-rounded interval arithmetic (``ntkref.intervals``:
+IEEE-754 round-to-nearest and gradual underflow, library functions within 4
+representable numbers, a-priori γₙ bounds for sums and products), from the
+float inputs exactly.  A radius the check does not prove is shrunk until it
+is, or set to 0 (``info["shrunk"]``, ``info["unproven"]``); none is reported
+unproven.  ``tests/test_certify_proven.py`` re-checks the radii independently
+in Arb ball arithmetic.
+
 IBP (App. H.2)
 --------------
 ``params`` is a list of (W, b), W of shape (fan_in, fan_out), b of shape

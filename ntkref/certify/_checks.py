@@ -191,3 +191,119 @@ def finite_out(values, caller, names):
                 f"{caller}: the bounds overflow {v.dtype} (the NTK is 1-homogeneous in each argument: "
                 f"|Θ(x, x′)| ≤ ‖x‖‖x′‖); the values of {listed} are too large. Rescale them.")
     return values
+
+
+# ---------------------------------------------------------------------------
+# proven positive definiteness (Rump 2006)
+# ---------------------------------------------------------------------------
+_U64 = 2.0 ** -53
+_ETA64 = 2.0 ** -1074
+
+
+def rump_shift(n, trace, max_diag, u=_U64, eta=_ETA64):
+    r"""The a-priori shift c of Rump's test: if the floating-point Cholesky factorization of Ã ⪯ A − cI runs to
+    completion, A is positive definite.
+
+    .. math::  c = \frac{\gamma_{n+2}}{1 - 2\gamma_{n+2}}\,\mathrm{tr}(A) + 4n\,(2(n+1) + \max_i a_{ii})\,\eta
+
+    (S. M. Rump, "Verification of positive definiteness", BIT 46 (2006), with the underflow term as stated there;
+    η the smallest positive subnormal of the working precision, u its unit roundoff).
+    Proof of the main term: Cholesky run to completion gives R̂ᵀR̂ = Ã + ΔA with |ΔA| ≤ γ_{n+1}|R̂ᵀ||R̂| (Higham,
+    Accuracy and Stability, Thm 10.3; any order of the inner products, no underflow), so ‖ΔA‖₂ ≤ γ_{n+1}‖R̂‖_F²
+    ≤ γ_{n+1}/(1 − γ_{n+1})·tr(Ã); R̂ is nonsingular, so λ_min(Ã) > −‖ΔA‖₂ ≥ −c and A ⪰ Ã + cI ≻ 0.  Higham's
+    theorem divides by r̂ⱼⱼ; LAPACK's unblocked potf2 in OpenBLAS/reference LAPACK multiplies by fl(1/r̂ⱼⱼ)
+    instead, one more rounding per entry of R̂: γ_{n+2} (used here) covers it.  Assumptions: IEEE-754
+    round-to-nearest with gradual underflow for + − × ÷ √ and a conventional (not Strassen-like) Cholesky (LAPACK's
+    blocked potrf built on potf2, gemm and trsm; cuSOLVER's potrf for CuPy).  The result is rounded up.
+    """
+    g = (n + 2) * u / (1.0 - (n + 2) * u)
+    c = g / (1.0 - 2.0 * g) * trace + 4.0 * n * (2.0 * (n + 1) + max_diag) * eta
+    return c * (1.0 + 16.0 * u)
+
+
+def frobenius_norm(K, xp):
+    """‖K‖_F as a Python float, also where the squares of the entries underflow (max|K| ≲ 1.5e-162 gave 0.0 for a
+    nonzero K): then recomputed on K scaled up by a power of two (exact) and scaled back; 0.0 only for K = 0."""
+    from .._lib import compat as _compat
+
+    fro = _compat.frobenius_norm(K, xp)
+    if fro >= 2.0 ** -400 or math.prod(K.shape) == 0:
+        return fro
+    kmax = float(xp.max(xp.abs(K)))
+    if kmax == 0.0:
+        return 0.0
+    k = -math.frexp(kmax)[1]  # K·2ᵏ has max entry in [1/2, 1) (2ᵏ itself may overflow: two steps)
+    Ks = K * math.ldexp(1.0, k // 2) * math.ldexp(1.0, k - k // 2)
+    return math.ldexp(_compat.frobenius_norm(Ks, xp), -k)
+
+
+def prove_psd(K, xp, *, validate_shift=None):
+    r"""Prove K ≻ 0 or bound λ_min(K) from below, by Rump's test (:func:`rump_shift`): returns (proven, margin).
+
+    - ``(True, 0.0)``: the Cholesky factorization of K − c′I succeeded (c′ = c + 4u(max Kᵢᵢ + c), so that the
+      rounded diagonal stays ≤ Kᵢᵢ − c): K is positive definite, proven (float32 K: in float64 on its exact copy).
+    - ``(False, margin)``: that failed (e.g. a singular Gram: floating-point Cholesky cannot prove an exactly
+      singular matrix PSD), but the Cholesky of Ã = fl(K + τI) succeeded, τ = ``validate_shift`` (default
+      n·eps·‖K‖_F, the machines' validation shift; at least 4n·η): then K + margin·I ≻ 0 is proven, margin = τ_eff + c(Ã),
+      τ_eff = τ + 2u(max|Kᵢᵢ| + τ) + 4η ≥ τ + the rounding of Ã's diagonal (u, η of K's dtype), i.e.
+      λ_min(K) > −margin; margin > 0 always (η > 0), so 0.0 means only "K ≻ 0 proven".
+    - ``(False, inf)``: both failed (K is not shown PSD at all; the machines refuse such a K).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntkref.certify._checks import prove_psd
+    >>> prove_psd(np.eye(3), np)                       # the identity is positive definite, proven
+    (True, 0.0)
+    >>> proven, margin = prove_psd(np.ones((3, 3)), np)   # rank 1: PSD but singular, only a margin
+    >>> proven, bool(0 < margin < 1e-13)
+    (False, True)
+    """
+    from .._lib import compat as _compat
+
+    n = K.shape[0]
+    if n == 0:
+        return True, 0.0
+    K64 = K if K.dtype == xp.float64 else xp.astype(K, xp.float64)
+    d = xp.linalg.diagonal(K64)
+    max_diag = float(xp.max(d))
+    abs_diag = max(abs(max_diag), abs(float(xp.min(d))))  # max |Kᵢᵢ|
+    trace = float(xp.sum(xp.maximum(d, 0.0))) * (1.0 + 2.0 * n * _U64)
+    c = rump_shift(n, trace, max(max_diag, 0.0))
+    # fl(Kᵢᵢ − c′) ≤ Kᵢᵢ − c: relative rounding u|Kᵢᵢ − c′| (normal) or η/2 absolute (subnormal)
+    c_shift = c + 4.0 * _U64 * (abs_diag + c) + 2.0 * _ETA64
+    if bool(xp.all(d > 0)) and _cholesky(K64, -c_shift, xp, _compat):
+        return True, 0.0
+    fi = xp.finfo(K.dtype)
+    eps = float(fi.eps)
+    eta_k = float(fi.smallest_normal) * eps  # the working dtype's smallest subnormal (exact in a Python float)
+    tau = n * eps * frobenius_norm(K, xp) if validate_shift is None else float(validate_shift)
+    if not (tau >= 0.0 and math.isfinite(tau)):
+        return False, math.inf
+    tau = max(tau, 4.0 * n * eta_k)  # at least the underflow level: n·eps·‖K‖_F rounds to 0 for subnormal K
+    if not _cholesky(K, tau, xp, _compat):
+        return False, math.inf
+    u_k = eps / 2
+    # Ã = fl(K + τI) in K's dtype: |Ãᵢᵢ − (Kᵢᵢ + τ)| ≤ 2u(|Kᵢᵢ| + τ)(1 + u) + η (τ rounded, then added; absolute
+    # η terms for subnormal results, and for the underflow of these Python products)
+    tau_eff = (tau + 2.0 * u_k * (abs_diag + tau) + 4.0 * eta_k) * (1.0 + 4.0 * _U64)
+    margin = tau_eff + rump_shift(n, trace + n * tau_eff, abs_diag + tau_eff, u=u_k, eta=eta_k)
+    margin = margin * (1.0 + 8.0 * _U64)
+    if not margin > 0.0:  # (cannot happen: η > 0) never report 0 = "K ≻ 0 proven" without the proof
+        return False, math.inf
+    return False, margin
+
+
+def _cholesky(K, shift, xp, _compat):
+    ok = _compat.cholesky_succeeds(K, shift, xp)
+    if ok is not None:
+        return ok
+    from .._lib.backend import device_of
+
+    try:
+        L = xp.linalg.cholesky(K + shift * xp.eye(K.shape[0], dtype=K.dtype, device=device_of(K)))
+    except Exception:  # numpy/array_api_strict raise LinAlgError, torch its own error
+        return False
+    # CuPy returns NaN instead of raising; any backend: a factor is only a success with a finite L and a
+    # positive diagonal (cheap, and backend-agnostic)
+    return bool(xp.all(xp.isfinite(L))) and bool(xp.all(xp.linalg.diagonal(L) > 0))

@@ -14,6 +14,7 @@ from .._lib.backend import device_of, namespace
 from .._lib.validation import InvalidParameterError, check_array, check_option, check_real
 from ._checks import check_domain, check_tol, dtype_eps
 from ._radius import bisect, finish, info, radius_setup
+from ._verify import ibp_proven_margin, verify_and_shrink
 
 
 # ---------------------------------------------------------------------------
@@ -235,6 +236,11 @@ def ibp_radius(
 
     Notes
     -----
+    Proven in floating point as :func:`certified_radius`: the returned radius
+    is re-checked by IBP in outward-rounded interval arithmetic
+    (:mod:`ntkref.intervals`), shrunk until proven (``info["verified"]``,
+    ``"shrunk"``, ``"unproven"``).
+
     At initialisation the IBP radius scales like m^{−1/2} in the width m
     (App. H.2: the interval radius grows like √m while f = O(1)).  Each step
     costs one IBP pass (two matrix products per layer).
@@ -260,7 +266,7 @@ def ibp_radius(
     x_test = check_array(x_test, "x_test", caller=caller, ndim=2, xp=xp)
     if x_test.shape[1] != d:
         raise InvalidParameterError(f"The 'x_test' parameter of {caller} must have {d} columns; got {x_test.shape[1]}.")
-    layers0 = None
+    layers0 = ws0 = bs0 = None
     if params0 is not None:
         layers0, ws0, bs0 = _check_net(net, params0, W_std, b_std, caller, xp)
         if [tuple(W.shape) for W, _ in layers0] != [tuple(W.shape) for W, _ in layers]:
@@ -290,12 +296,17 @@ def ibp_radius(
         lower, upper = bounds(delta)
         return xp.where(sign > 0, lower, -upper)
 
+    dev = device_of(x_test)
+    shrunk = unproven = xp.zeros((n,), dtype=xp.bool, device=dev)
     if n == 0:
-        dev = device_of(x_test)
         radii, capped = xp.zeros((0,), dtype=x_test.dtype, device=dev), xp.zeros((0,), dtype=xp.bool, device=dev)
         steps = 0
     else:
         radii, capped, steps = bisect(margin, top, active, tol, xp)
+        # the proof: IBP re-run in outward-rounded interval arithmetic at the returned radii (_verify docstring)
+        proven = ibp_proven_margin(layers, ws, bs, layers0, ws0, bs0, x_test, norm, dom, xp)
+        radii, shrunk, unproven = verify_and_shrink(radii, proven, sign, top * 2.0**-60, tol, xp)
+        capped = capped & ~shrunk
     if return_info:
-        return radii, info(g0, sign, at_margin, misclassified, capped, steps)
+        return radii, info(g0, sign, at_margin, misclassified, capped, steps, shrunk, unproven)
     return radii

@@ -21,7 +21,7 @@ from .._lib import dispatch
 from .._lib.api import set_public_module
 from ._activations import ACTIVATIONS, Activation
 from ._cntk import cntk
-from ._fc import Kernel, fc, fc_diagonal
+from ._fc import BoundedKernel, Kernel, fc, fc_diagonal
 from ._two_layer import arora_ntk, relu_h, two_layer_relu_ntk, wei_k1_k2, wei_kernel
 
 
@@ -47,6 +47,7 @@ def chen_ntk(x1, x2=None, *, depth=1):
 __all__ = [
     "ACTIVATIONS",
     "Activation",
+    "BoundedKernel",
     "Kernel",
     "arora_ntk",
     "chen_ntk",

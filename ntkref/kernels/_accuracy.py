@@ -117,6 +117,14 @@ def certified_bound(family, *, depth, activation="relu", dtype="float64"):
     applies).  ``family``: ``"fc"`` (``activation`` "relu" or "erf"; quadrature activations have no bound) or
     ``"cntk"``; ``dtype``: the dtype the reference is computed in.  Used by ``ntkref.testing``'s verdicts and
     ``ntkref compare``: each entry's tolerance is max(the user's, this bound).
+
+    Relation to the proof: these values are *observed* constants (worst errors against 50-digit mpmath), not
+    theorems.  ``kernels.fc(..., error_bound=True)`` returns a *proven* per-entry bound instead (ReLU with or
+    without biases): its a-priori scaled constants are ``kernels._rounding.scaled_bound(depth, d, dtype)``
+    (no biases; ≈ 1.6e-13 at depth 3, d = 100, float64) and ``kernels._rounding_bias.bias_scaled_bound`` (with
+    biases; ≈ 3.8e-13 at depth 3, d = 100).  They are larger than 1e-13 because they cover every input (the
+    worst-case dot-product rounding γ_d grows like d), while the observed errors stay near 1e-16.  The default
+    values here are not changed by the proof (thresholds elsewhere depend on them).
     """
     family = check_option(family, "family", ("fc", "cntk"), caller="certified_bound")
     depth = check_int(depth, "depth", caller="certified_bound", low=0 if family == "fc" else 1)

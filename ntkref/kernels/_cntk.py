@@ -120,6 +120,7 @@ from ._cntk_refine import _PI
 from ._cntk_rows import _RowBlocks, _block_patch_sum, _pair_sums_rows, _row_work, _row_work_bytes
 from ._fc import Kernel, n_workers
 from ._layers import check_finite_kernel
+from ._rounding import refuse_error_bound
 
 __all__ = ["cntk"]
 
@@ -204,6 +205,7 @@ def cntk(
     method=None,
     max_memory=2**28,
     n_jobs=None,
+    error_bound=False,
 ):
     r"""NNGP and NTK of the infinitely wide ReLU CNN (seed 004, CNTK).
 
@@ -259,6 +261,9 @@ def cntk(
     n_jobs : int ≥ 1, optional
         Worker threads over batches of pairs (NumPy only; default: the
         available cores).  Other namespaces run one batch at a time.
+    error_bound : bool
+        ``True`` is refused (NotImplementedError naming the parameter): no proven per-entry bound of the
+        CNTK's rounding exists yet; its enclosures are :func:`ntkref.enclosures.cntk` (small images).
 
     Returns
     -------
@@ -304,6 +309,7 @@ def cntk(
     >>> bool(np.allclose(k1.ntk, fc(v, depth=2).ntk, rtol=1e-12, atol=1e-12))
     True
     """
+    refuse_error_bound(error_bound, _CALLER, "the CNTK")
     lazy = dispatch.cntk.lookup(x1, x2)
     if lazy is not None:  # Dask images: one task per block of image rows, nothing computed (ntkref/_engines/dask)
         return lazy(x1, x2, depth=depth, readout=readout, filter_size=filter_size, W_std=W_std, b_std=b_std,

@@ -68,6 +68,7 @@ from .._lib.compat import single_threaded_blas
 from .._lib.memory import check_bytes
 from .._lib.validation import InvalidParameterError, check_array, check_int, check_option
 from ._activations import per_layer, resolve_activation
+from . import _rounding, _rounding_bias, _rounding_erf
 from ._layers import (
     check_finite_kernel,
     check_input_scale,
@@ -79,7 +80,7 @@ from ._layers import (
     scale_limit,
 )
 
-__all__ = ["Kernel", "fc", "fc_diagonal"]
+__all__ = ["BoundedKernel", "Kernel", "fc", "fc_diagonal"]
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,27 @@ class Kernel:
 
     nngp: object
     ntk: object
+
+
+@dataclass(frozen=True)
+class BoundedKernel(Kernel):
+    """A :class:`Kernel` with proven per-entry error bounds (``fc(..., error_bound=True)``).
+
+    ``nngp_bound``/``ntk_bound`` (``None`` where the output was not asked for) have the outputs' shape,
+    namespace and device: for every entry |K̃ − K| ≤ bound, K the exact real-number kernel of the exact float
+    inputs (the theorem and its assumptions: :mod:`ntkref.kernels._rounding`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntkref.kernels import fc
+    >>> k = fc(np.array([[1.0, 2.0], [3.0, -1.0]]), depth=2, error_bound=True)
+    >>> k.ntk.shape == k.ntk_bound.shape, bool((k.ntk_bound <= 1e-12 * np.abs(k.ntk).max()).all())
+    (True, True)
+    """
+
+    nngp_bound: object = None
+    ntk_bound: object = None
 
 
 
@@ -143,6 +165,7 @@ def fc(
     n_jobs=None,
     dtype=None,
     engine="auto",
+    error_bound=False,
 ):
     """NNGP and NTK of a fully connected network with ``depth`` hidden layers.
 
@@ -187,11 +210,29 @@ def fc(
         as free device memory allows, ``block_size`` ignored) and everything
         else on the array-API path.  ``"array_api"`` forces the array-API
         path, the tested reference of the fused kernel.
+    error_bound : bool
+        ``True``: also return a proven per-entry bound B ≥ |K̃ − K| of each output's rounding error against
+        the exact kernel of the exact float inputs (:class:`BoundedKernel`), by a running error analysis of
+        the recursion (:mod:`ntkref.kernels._rounding`: the theorem and its assumptions — IEEE arithmetic,
+        atan/atan2/sin/cos within 4 ulp).  The kernel values are bit-for-bit those of ``error_bound=False``.
+        Available for ReLU without biases (any ``W_std``, float64/float32, every namespace but JAX; on CuPy
+        the array-API path runs, not the fused kernel; refused where the first-order analysis stops — float32
+        with d > 2 602, or beyond depth 14; float64 beyond depth ~1 050) and with biases (per-layer ``b_std``;
+        :mod:`ntkref.kernels._rounding_bias`, ``hypot`` within 4 ulp also assumed; float32 to depth 3);
+        erf (closed form, with or without biases, depth ≤ 10, float64/float32): per-entry running bounds
+        (:mod:`ntkref.kernels._rounding_erf`; scaled bound ~1e-13 at depth 1, ~1e-11 at depth 3, ~1e-8 at
+        depth 10 for d = 784; larger — truly ill-conditioned — where a first-layer scale ≳ 1e50 meets an
+        angle near 0 or π); quadrature: NotImplementedError naming the parameter.  Scaled bound B/√(K(x,x)K(x′,x′)) at
+        depths 0–3 in float64, for every input: ≤ 1e-12 for d ≤ 1118 without biases (it grows like d·u:
+        the worst-case rounding of the dot products; ≈ 1.6e-13 at depth 3, d = 100) and for d ≤ 669 with
+        biases (≈ 3.8e-13 at depth 3, d = 100), for rows of normal norm (a row of subnormal norm in a
+        biased net gets the trivial bound |K̃| + |K|).
 
     Returns
     -------
     Kernel
-        ``.nngp`` and ``.ntk`` arrays of shape (n1, n2) (``None`` if not in ``get``).
+        ``.nngp`` and ``.ntk`` arrays of shape (n1, n2) (``None`` if not in ``get``); with ``error_bound``
+        a :class:`BoundedKernel` (also ``.nngp_bound`` and ``.ntk_bound``).
 
     Raises
     ------
@@ -228,7 +269,7 @@ def fc(
     if lazy is not None:  # a Dask x1/x2: one task per block (ntkref/_engines/dask)
         return lazy(x1, x2, depth=depth, activation=activation, W_std=W_std, b_std=b_std, get=get, method=method,
                         quadrature_points=quadrature_points, block_size=block_size, n_jobs=n_jobs, dtype=dtype,
-                        engine=engine)
+                        engine=engine, **({} if error_bound is False else {"error_bound": error_bound}))
     xp, x1, x2, depth, act, closed, Ws, bs = prepare(x1, x2, depth, activation, W_std, b_std, dtype, "fc")
     if method not in ("closed", "quadrature"):
         raise InvalidParameterError(f"The 'method' parameter of fc must be 'closed' or 'quadrature'. Got {method!r} instead.")
@@ -246,15 +287,27 @@ def fc(
     block_size = check_int(block_size, "block_size", caller="fc", low=1)
 
     engine = check_option(engine, "engine", ("auto", "array_api"), caller="fc")
+    coefs = _bound_coefficients(error_bound, closed, method, bs, act, x1.shape[1], Ws, depth, wanted, x1, xp)
     if n_jobs is not None:
         check_int(n_jobs, "n_jobs", caller="fc", low=1)
     symmetric = x2 is None
     d = x1.shape[1]
-    n1_norm, u1 = row_norms(x1, xp)
+    unbiased_relu = closed == "relu" and all(b == 0.0 for b in bs)
+    lift = _liftable(closed, bs, Ws, x1.dtype, xp)
+    # rows of subnormal norm are lifted by 2^64 (exact) and the outputs multiplied by 2^-64 per lifted row at
+    # the end (row_norms(lift=True)), where the kernel is homogeneous in each row (_liftable)
+    n1_norm, u1, *f1 = row_norms(x1, xp, lift=lift)
     if symmetric:
-        x2, n2_norm, u2 = x1, n1_norm, u1
+        x2, n2_norm, u2, f2 = x1, n1_norm, u1, f1
     else:
-        n2_norm, u2 = row_norms(x2, xp)
+        n2_norm, u2, *f2 = row_norms(x2, xp, lift=lift)
+    lift = _lift_factors(f1, f2, n1_norm, n2_norm, xp)
+    if coefs is not None and "_bias" in coefs:
+        _bias_rows(coefs, n1_norm, n2_norm, symmetric, d, Ws, bs, xp)
+    if coefs is not None and "_erf" in coefs:  # erf: per-row regularity and trivial-bound scales
+        r1 = _rounding_erf.erf_rows(n1_norm, f1[0] if f1 else None, xp, coefs["_erf"])
+        coefs["_rows"] = (r1, r1 if symmetric else _rounding_erf.erf_rows(n2_norm, f2[0] if f2 else None, xp,
+                                                                          coefs["_erf"]))
     n1, n2 = x1.shape[0], x2.shape[0]
     first = Ws[0] / math.sqrt(d)
     check_input_scale(n1_norm, "x1", "fc", first, xp)
@@ -265,19 +318,21 @@ def fc(
         if not symmetric:
             check_quadrature_resolution(n2_norm, "x2", d, Ws, bs, act, n_points, xp)
     want_ntk = "ntk" in wanted
-    unbiased_relu = closed == "relu" and all(b == 0.0 for b in bs)
     # a CuPy x1: the bias-free ReLU Gram as one fused CUDA kernel (ntkref/_engines/cuda.py), same arithmetic
-    fused = dispatch.fc_relu_fused.lookup(x1) if unbiased_relu and engine == "auto" else None
-    _check_fc_memory(n1, n2, d, len(wanted), x1, block_size, n_points, closed, symmetric, n_jobs,
+    # (error_bound: the array-API path, whose operations the analysis is of)
+    fused = dispatch.fc_relu_fused.lookup(x1) if unbiased_relu and engine == "auto" and coefs is None else None
+    outputs = wanted + tuple(f"{g}_bound" for g in wanted) if coefs is not None else wanted
+    _check_fc_memory(n1, n2, d, len(outputs), x1, block_size, n_points, closed, symmetric, n_jobs,
                      fused is not None, xp)
     if fused is not None and n1 * n2 > 0:
         nngp, ntk = fused(n1_norm, u1, n2_norm, u2, d, Ws, "nngp" in wanted, want_ntk, symmetric, xp)
-        return Kernel(nngp, ntk)
+        return _result(_unlift({"nngp": nngp, "ntk": ntk}, lift, coefs, xp), None)
     if array_api_compat.is_jax_namespace(xp):
         # JAX arrays are immutable: blocks are assembled by concatenation (about twice the output in memory)
-        return _fc_assembled(n1_norm, u1, n2_norm, u2, d, Ws, bs, act, closed, n_points, wanted, symmetric,
-                             unbiased_relu, block_size, xp)
-    outs = {g: xp.zeros((n1, n2), dtype=x1.dtype, device=array_api_compat.device(x1)) for g in wanted}
+        outs = _fc_assembled(n1_norm, u1, n2_norm, u2, d, Ws, bs, act, closed, n_points, wanted, symmetric,
+                             unbiased_relu, block_size, xp, coefs)
+        return _result(_unlift(outs, lift, coefs, xp), coefs)
+    outs = {g: xp.zeros((n1, n2), dtype=x1.dtype, device=array_api_compat.device(x1)) for g in outputs}
     tasks = []
     for i0 in range(0, n1, block_size):
         i1 = min(i0 + block_size, n1)
@@ -294,8 +349,8 @@ def fc(
     def compute(task):
         i0, i1, j0, j1 = task
         block = _block_values(n1_norm, u1, n2_norm, u2, i0, i1, j0, j1, d, Ws, bs, act, closed, n_points, wanted,
-                              unbiased_relu, xp)
-        for g in wanted:
+                              unbiased_relu, xp, coefs)
+        for g in outputs:
             val = block[g]
             check_finite_kernel(val, "fc", xp)
             if symmetric and i0 == j0:
@@ -317,8 +372,98 @@ def fc(
         with single_threaded_blas(xp), ThreadPoolExecutor(max_workers=workers) as pool:
             for _ in pool.map(compute, tasks):
                 pass
-    return Kernel(outs.get("nngp"), outs.get("ntk"))
+    return _result(_unlift(outs, lift, coefs, xp), coefs)
 
+
+def _liftable(closed, bs, Ws, dtype, xp):
+    """Whether rows of subnormal norm may be lifted by 2^64 (:func:`._layers.row_norms`): the kernel is then
+    homogeneous of degree 1 in each row.  ReLU without biases: exactly (positive homogeneity).  erf without
+    biases: for a row of scale s = √q below √u·1e-5 in every layer (a lifted row has norm < 2^-958 in float64,
+    2^-62 in float32; each layer multiplies its scale by at most W_h·√(4/π)), arcsin z = z(1 + O(z²)) and
+    1 + 2q = 1 + O(q) make Σ(x, x′) linear in x, and E[σ′σ′] independent of it, to a relative 4q·depth
+    ≤ 1e-10·u: far below the rounding.  Anything else (biases, quadrature): no lift."""
+    if any(b != 0.0 for b in bs):
+        return False
+    if closed == "relu":
+        return True
+    if closed != "erf":
+        return False
+    fin = xp.finfo(dtype)
+    s = float(fin.smallest_normal) * 2.0 ** 64 * Ws[0]
+    for W in Ws[1:]:
+        s *= max(1.0, W * math.sqrt(4 / math.pi))
+    return s <= math.sqrt(float(fin.eps) / 2) * 1e-5
+
+
+def _lift_factors(f1, f2, n1_norm, n2_norm, xp):
+    """The outer product of the lift factors of :func:`row_norms` (``None`` when no row was lifted)."""
+    f1 = f1[0] if f1 else None
+    f2 = f2[0] if f2 else None
+    if f1 is None and f2 is None:
+        return None
+    f1 = xp.ones_like(n1_norm) if f1 is None else f1
+    f2 = xp.ones_like(n2_norm) if f2 is None else f2
+    return f1[:, None] * f2[None, :]  # products of 1, 2^-64, 2^-128: exact powers of two
+
+
+def _unlift(outs, lift, coefs, xp):
+    """Outputs computed on lifted rows times their factors (exact: powers of two, up to underflow of the
+    product, which the bounds' absolute term c₀ ≥ 5η covers: fl(B·F) + c₀ ≥ F·B + η)."""
+    if lift is None:
+        return outs
+    out = {}
+    for g, v in outs.items():
+        if v is None:
+            out[g] = None
+        elif g.endswith("_bound"):
+            out[g] = v * lift + coefs[g[:-6]].c0
+        else:
+            out[g] = v * lift
+    return out
+
+
+def _result(outs, coefs):
+    if coefs is None:
+        return Kernel(outs.get("nngp"), outs.get("ntk"))
+    return BoundedKernel(outs.get("nngp"), outs.get("ntk"), outs.get("nngp_bound"), outs.get("ntk_bound"))
+
+
+def _bound_coefficients(error_bound, closed, method, bs, act, d, Ws, depth, wanted, x, xp):
+    """None (no bound asked) or {output: coefficients} of the proven bound (:mod:`._rounding`); refuses what
+    the analysis does not cover, naming ``error_bound``."""
+    if error_bound is False:
+        return None
+    if error_bound is not True:
+        raise InvalidParameterError(f"The 'error_bound' parameter of fc must be True or False. Got {error_bound!r} "
+                                    "instead.")
+    if closed not in ("relu", "erf") or method != "closed":
+        raise NotImplementedError(
+            f"The 'error_bound' parameter of fc: a proven bound is available for ReLU and erf (closed forms, with "
+            f"or without biases) only, not for activation {getattr(act, 'name', act)!r} by method={method!r}; "
+            "use error_bound=False (the stated accuracy ntkref.testing.certified_bound applies) or check against "
+            "ntkref.enclosures.fc.")
+    if array_api_compat.is_jax_namespace(xp):
+        raise NotImplementedError(
+            "The 'error_bound' parameter of fc: no proven bound on JAX arrays (XLA multiplies float32 in TF32 on "
+            "GPUs by default and has its own atan/atan2/sin/cos of undocumented accuracy, outside the analysis' "
+            "assumptions, ntkref/kernels/_rounding.py); pass NumPy, CuPy or PyTorch arrays, or check against "
+            "ntkref.enclosures.fc.")
+    dtype_name = "float32" if x.dtype == xp.float32 else "float64"
+    if closed == "erf":  # ntkref/kernels/_rounding_erf.py: per-entry running bounds
+        st = _rounding_erf.erf_setup(d, Ws, bs, depth, dtype_name)
+        return {"_erf": st, "nngp": st, "ntk": st}
+    if any(b != 0.0 for b in bs):  # ReLU with biases: ntkref/kernels/_rounding_bias.py
+        return {"_bias": _rounding_bias.bias_coefficients(d, Ws, bs, depth, dtype_name, wanted)}
+    return _rounding.relu_coefficients(d, Ws, depth, dtype_name, wanted)
+
+
+def _bias_rows(coefs, n1_norm, n2_norm, symmetric, d, Ws, bs, xp):
+    """The per-row scales P̃ (σ̃ for the NNGP, τ̃ for the NTK) and regular-row masks of the biased bound."""
+    floor = 2.0 ** -1000 if n1_norm.dtype == xp.float64 else 2.0 ** -120
+    r1 = _rounding_bias.row_scales(n1_norm, d, Ws, bs, xp, floor)
+    r2 = r1 if symmetric else _rounding_bias.row_scales(n2_norm, d, Ws, bs, xp, floor)
+    irr = bool(xp.any(~r1[2])) or bool(xp.any(~r2[2]))
+    coefs["_rows"] = (r1, r2, irr)
 
 def _check_fc_memory(n1, n2, d, n_out, x, block_size, n_points, closed, symmetric, n_jobs, fused, xp):
     """The memory guard of :func:`fc`: the outputs (twice for JAX, which concatenates) plus the blocks'
@@ -347,8 +492,39 @@ def _check_fc_memory(n1, n2, d, n_out, x, block_size, n_points, closed, symmetri
 
 
 def _block_values(n1_norm, u1, n2_norm, u2, i0, i1, j0, j1, d, Ws, bs, act, closed, n_points, wanted,
-                  unbiased_relu, xp):
+                  unbiased_relu, xp, coefs=None):
     want_ntk = "ntk" in wanted
+    if coefs is not None and "_erf" in coefs:  # the proven erf bound (_rounding_erf)
+        nngp, ntk, bn, bt = _rounding_erf.erf_block(n1_norm[i0:i1], u1[i0:i1, :], n2_norm[j0:j1], u2[j0:j1, :], d,
+                                                    Ws, bs, want_ntk, xp, coefs["_erf"],
+                                                    diag=n1_norm is n2_norm and i0 == j0 and i1 == j1)
+        (reg1, ps1, pt1), (reg2, ps2, pt2) = coefs["_rows"]
+        vals = {"nngp": nngp, "ntk": ntk}
+        bounds = {"nngp": (bn, ps1, ps2), "ntk": (bt, pt1, pt2)}
+        for g in wanted:
+            B, P1, P2 = bounds[g]
+            vals[f"{g}_bound"] = _rounding_erf.apply_irregular(vals[g], B, P1[i0:i1], P2[j0:j1], reg1[i0:i1],
+                                                               reg2[j0:j1], coefs["_erf"], xp)
+        return vals
+    if coefs is not None and "_bias" in coefs:  # the proven bound of biased ReLU (_rounding_bias)
+        nngp, ntk = fc_block(n1_norm[i0:i1], u1[i0:i1, :], n2_norm[j0:j1], u2[j0:j1, :], d, Ws, bs, act, closed,
+                             n_points, want_ntk, xp)
+        vals = {"nngp": nngp, "ntk": ntk}
+        (sig1, tau1, reg1), (sig2, tau2, reg2), irr = coefs["_rows"]
+        mask = ~(reg1[i0:i1][:, None] & reg2[j0:j1][None, :]) if irr else None
+        for g in wanted:
+            P1, P2 = (sig1, sig2) if g == "nngp" else (tau1, tau2)
+            vals[f"{g}_bound"] = _rounding_bias.apply_bias(coefs["_bias"][g], vals[g], P1[i0:i1], P2[j0:j1],
+                                                           mask, xp)
+        return vals
+    if coefs is not None:  # the proven bound (ReLU without biases; _bound_coefficients checked it)
+        b1, b2 = n1_norm[i0:i1], n2_norm[j0:j1]
+        nngp, ntk, (S, a1, a2) = relu_unbiased_block(b1, u1[i0:i1, :], b2, u2[j0:j1, :], d, Ws, "nngp" in wanted,
+                                                     want_ntk, xp, with_scales=True)
+        vals = {"nngp": nngp, "ntk": ntk}
+        for g in wanted:
+            vals[f"{g}_bound"] = _rounding.apply(coefs[g], S, a1, a2, xp)
+        return vals
     if unbiased_relu:
         nngp, ntk = relu_unbiased_block(
             n1_norm[i0:i1], u1[i0:i1, :], n2_norm[j0:j1], u2[j0:j1, :], d, Ws, "nngp" in wanted, want_ntk, xp
@@ -362,8 +538,9 @@ def _block_values(n1_norm, u1, n2_norm, u2, i0, i1, j0, j1, d, Ws, bs, act, clos
 
 
 def _fc_assembled(n1_norm, u1, n2_norm, u2, d, Ws, bs, act, closed, n_points, wanted, symmetric, unbiased_relu,
-                  block_size, xp):
-    """:func:`fc` for namespaces without item assignment (JAX): the same blocks, joined by concatenation."""
+                  block_size, xp, coefs=None):
+    """:func:`fc`'s outputs (a dict) for namespaces without item assignment (JAX): the same blocks, joined by
+    concatenation."""
     n1, n2 = u1.shape[0], u2.shape[0]
     starts1 = list(range(0, n1, block_size))
     starts2 = list(range(0, n2, block_size))
@@ -374,7 +551,7 @@ def _fc_assembled(n1_norm, u1, n2_norm, u2, d, Ws, bs, act, closed, n_points, wa
                 continue
             vals = _block_values(n1_norm, u1, n2_norm, u2, i0, min(i0 + block_size, n1), j0,
                                  min(j0 + block_size, n2), d, Ws, bs, act, closed, n_points, wanted,
-                                 unbiased_relu, xp)
+                                 unbiased_relu, xp, coefs)
             for v in vals.values():
                 check_finite_kernel(v, "fc", xp)
             if symmetric and i0 == j0:  # exact symmetry: mirror the upper triangle
@@ -382,7 +559,7 @@ def _fc_assembled(n1_norm, u1, n2_norm, u2, d, Ws, bs, act, closed, n_points, wa
                         for g, v in vals.items()}
             blocks[i0, j0] = vals
     outs = {}
-    for g in wanted:
+    for g in (wanted if coefs is None else wanted + tuple(f"{g}_bound" for g in wanted)):
         if not starts1 or not starts2:  # an empty Gram
             outs[g] = xp.zeros((n1, n2), dtype=u1.dtype, device=array_api_compat.device(u1))
             continue
@@ -392,7 +569,7 @@ def _fc_assembled(n1_norm, u1, n2_norm, u2, d, Ws, bs, act, closed, n_points, wa
                    for j0 in starts2]
             rows.append(xp.concat(row, axis=1) if len(row) > 1 else row[0])
         outs[g] = xp.concat(rows, axis=0) if len(rows) > 1 else rows[0]
-    return Kernel(outs.get("nngp"), outs.get("ntk"))
+    return outs
 
 
 def n_workers(n_jobs, xp, n_tasks, caller="fc"):
@@ -411,11 +588,14 @@ def n_workers(n_jobs, xp, n_tasks, caller="fc"):
     return max(1, min(n_jobs, n_tasks))
 
 
-def fc_diagonal(x, *, depth=1, activation="relu", W_std=1.0, b_std=0.0, quadrature_points=128, dtype=None):
+def fc_diagonal(x, *, depth=1, activation="relu", W_std=1.0, b_std=0.0, quadrature_points=128, dtype=None,
+                error_bound=False):
     """Diagonal Σ(x, x) and Θ(x, x) of :func:`fc` in O(n·(d + depth)).
 
     The angle is exactly 0 in every layer, so for ReLU the closed form is
     Σ⁽ʰ⁾ = W_h²Σ⁽ʰ⁻¹⁾/2 + b_h², Θ⁽ʰ⁾ = Σ⁽ʰ⁾ + W_h²Θ⁽ʰ⁻¹⁾/2.
+    ``error_bound=True`` is refused (NotImplementedError naming the parameter): the proven bounds of the
+    diagonal are those of ``fc(x, error_bound=True)`` (its diagonal entries, the case x = x′).
 
     Returns
     -------
@@ -434,6 +614,8 @@ def fc_diagonal(x, *, depth=1, activation="relu", W_std=1.0, b_std=0.0, quadratu
     >>> np.round(k.ntk / (3 * q / 4), 12).tolist()
     [1.0, 1.0, 1.0, 1.0]
     """
+    _rounding.refuse_error_bound(error_bound, "fc_diagonal", "the diagonal recursion (the diagonal of "
+                                 "fc(x, error_bound=True) carries the proven bound)")
     xp, x, _, depth, act, closed, Ws, bs = prepare(x, None, depth, activation, W_std, b_std, dtype, "fc_diagonal",
                                                     x1_name="x")
     n_points = check_int(quadrature_points, "quadrature_points", caller="fc_diagonal", low=2, high=256)

@@ -80,14 +80,40 @@ def check_finite_kernel(value, caller, xp, params="'x1'/'x2', 'W_std' and 'b_std
 # --------------------------------------------------------------------------- rows
 
 
-def row_norms(x, xp):
-    """Euclidean norms of rows without overflow/underflow, and the normalised rows (0 for zero rows)."""
+#: rows of subnormal norm are lifted by this exact power of two (:func:`row_norms` with ``lift=True``): a norm
+#: ≥ 2^-1074 (2^-149 in float32) times 2^64 is a normal float, and 2^-64 is a normal float in both dtypes
+LIFT_EXPONENT = 64
+
+
+def row_norms(x, xp, lift=False):
+    """Euclidean norms of rows without overflow/underflow, and the normalised rows (0 for zero rows).
+
+    A row whose norm is subnormal (below the smallest normal number: 2.2e-308 float64, 1.2e-38 float32) has
+    a norm with fewer significant bits; its unit row is formed from the scaled row's own norm √Σ(x/max|x|)²
+    (exact to a few ulps), not from the subnormal norm.  ``lift=True`` returns ``(norm, unit, factor)``: such
+    rows' norms multiplied by 2^64 (computed as (max|x|·2^64)·√Σ(x/max|x|)², the exact power of two applied
+    before the rounding: full precision), ``factor`` = 2^-64 for them and 1 elsewhere (``None`` when no row
+    was lifted), so that ‖x‖ = norm·factor exactly in real arithmetic up to the one rounding of a normal row.
+    Functions positively homogeneous in each row (the bias-free ReLU kernels) are evaluated on the lifted
+    norms and multiplied by factor_i·factor_j (exact, a power of two) afterwards.
+    """
     scale = xp.max(xp.abs(x), axis=1, keepdims=True)
     safe = xp.where(scale > 0, scale, xp.ones_like(scale))
     y = x / safe
-    norm = scale[:, 0] * xp.sqrt(xp.sum(y * y, axis=1))
-    unit = y / xp.where(norm > 0, norm / safe[:, 0], xp.ones_like(norm))[:, None]
-    return norm, unit
+    root = xp.sqrt(xp.sum(y * y, axis=1))
+    norm = scale[:, 0] * root
+    tiny = xp.finfo(x.dtype).smallest_normal
+    # a normal norm: the unit row as before (norm/max|x|); a subnormal or zero one: the scaled row's own root
+    unit = y / xp.where(norm >= tiny, norm / safe[:, 0], xp.where(root > 0, root, xp.ones_like(root)))[:, None]
+    if not lift:
+        return norm, unit
+    low = (norm < tiny) & (scale[:, 0] > 0)
+    if not bool(xp.any(low)):
+        return norm, unit, None
+    up = float(2.0 ** LIFT_EXPONENT)
+    lifted = xp.where(low, (scale[:, 0] * up) * root, norm)
+    factor = xp.where(low, xp.full_like(norm, 1 / up), xp.ones_like(norm))
+    return lifted, unit, factor
 
 
 # ----------------------------------------------------------------- pair geometry
@@ -235,12 +261,14 @@ def _erf_root(s, xp):
     return xp.where(s < 1e-6, s * xp.sqrt((4 / PI) / h), xp.sqrt(_erf_variance(s, xp)))
 
 
-def _erf_layer(pair, s1, s2, xp):
+def _erf_layer(pair, s1, s2, xp, parts=None):
     """erf (NT's Erf(a=1, b=1, c=0)) in closed form, with 1 ∓ r computed without cancellation.
 
     With p = √(1 + 2q), t = √q/p and u = 1/p (all ≤ 1):
     r = 2t₁t₂ρ, 1 − 2t₁t₂ = (u₁²u₂² + 2t₁²u₂² + 2t₂²u₁²)/(1 + 2t₁t₂) ≥ 0, so
     1 ∓ r = (1 − 2t₁t₂) + 2t₁t₂(1 ∓ ρ) are sums of non-negative terms at every scale.
+    ``parts``: a dict that receives the intermediate arrays (the proven bound of :mod:`._rounding_erf` is
+    stated in them; the values are unchanged).
     """
     one = xp.asarray(1.0, dtype=s1.dtype, device=device_of(s1))
     r2 = math.sqrt(2.0)
@@ -257,6 +285,8 @@ def _erf_layer(pair, s1, s2, xp):
     dot = (4 / PI) * (u1 * u2) / xp.where(root > 0, root, xp.ones_like(root))
     s_new = (_erf_root(s1, xp), _erf_root(s2, xp))
     new_pair = _pair_from_kernel(nngp, s_new[0], s_new[1], xp)
+    if parts is not None:
+        parts.update(u1=u1, u2=u2, tt=tt, gap=gap, r=r, a=omr_r, b=opr_r, root=root)
     return nngp, dot, new_pair, s_new
 
 
@@ -300,7 +330,7 @@ def _quadrature_layer(pair, s1, s2, act, n_points, xp):
 # ------------------------------------------------------------------ the block
 
 
-def relu_unbiased_block(x1n, x1u, x2n, x2u, d, Ws, want_nngp, want_ntk, xp):
+def relu_unbiased_block(x1n, x1u, x2n, x2u, d, Ws, want_nngp, want_ntk, xp, with_scales=False):
     """ReLU without biases, using positive homogeneity: Θ(x, x') = ‖x‖‖x'‖·Θ(x̂, x̂').
 
     For unit inputs q₀ = W₀²/d and q_h = W_h² q_{h−1}/2 (the diagonal), Σ^{(h)} = q_h ρ_h with
@@ -308,6 +338,9 @@ def relu_unbiased_block(x1n, x1u, x2n, x2u, d, Ws, want_nngp, want_ntk, xp):
     Θ^{(h)}/q_h = ρ_h + (1 − θ_{h−1}/π)·Θ^{(h−1)}/q_{h−1}.  One outer product of the norms scales
     the result at the end, so no per-layer scale arrays are needed.  Every update is in place on
     arrays owned here (the elementwise passes, not the matmul, dominate the cost).
+
+    ``with_scales=True`` also returns (S, a1, a2): the computed row scales a = ‖x‖·√q and their outer product
+    S (the quantities the proven bound of :mod:`._rounding` is stated in).
     """
     pair = input_angles(x1u, x2u, xp)
     rho, omr, opr = pair.rho, pair.omr, pair.opr
@@ -345,13 +378,16 @@ def relu_unbiased_block(x1n, x1u, x2n, x2u, d, Ws, want_nngp, want_ntk, xp):
             ntk += rho
     if want_ntk and ntk is None:  # depth 0: Θ = Σ
         ntk = rho if not want_nngp else rho * 1
-    scale = (x1n * math.sqrt(q))[:, None] * (x2n * math.sqrt(q))[None, :]
+    a1, a2 = x1n * math.sqrt(q), x2n * math.sqrt(q)
+    scale = a1[:, None] * a2[None, :]
     nngp = None
     if want_nngp:
         nngp = rho
         nngp *= scale
     if want_ntk:
         ntk *= scale
+    if with_scales:
+        return nngp, ntk, (scale, a1, a2)
     return nngp, ntk
 
 

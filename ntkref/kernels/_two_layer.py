@@ -34,6 +34,7 @@ from .._lib.memory import check_memory
 from .._lib.validation import InvalidParameterError, check_int, check_real
 from ._fc import prepare
 from ._layers import check_finite_kernel, check_input_scale, input_angles, relu_layer, row_norms
+from ._rounding import refuse_error_bound
 
 __all__ = ["two_layer_relu_ntk", "relu_h", "wei_kernel", "wei_k1_k2", "arora_ntk"]
 
@@ -121,12 +122,14 @@ def relu_h(u):
     return 2 * u * (_PI - theta) + xp.sqrt((1 - u) * (1 + u))
 
 
-def two_layer_relu_ntk(x1, x2=None):
+def two_layer_relu_ntk(x1, x2=None, *, error_bound=False):
     """Seed 000 eq. (63): Θ(x, x') = ‖x‖‖x'‖·h(u)/(2πd), shape (n1, n2).
 
     Written as ‖x‖‖x'‖(2 cos θ (π − θ) + sin θ)/(2πd) with the stable angle.
     Equals ``fc(x1, x2, depth=1, W_std=1.0).ntk`` (neural-tangents' two-layer
     ReLU NTK without bias).  float64 accuracy: 1e-13·√(Θ(x,x)Θ(x',x')) per entry.
+    ``error_bound=True`` is refused (NotImplementedError naming the parameter): the proven bound of this
+    kernel is ``fc(x1, x2, depth=1, error_bound=True).ntk_bound``.
 
     Examples
     --------
@@ -139,6 +142,8 @@ def two_layer_relu_ntk(x1, x2=None):
     >>> print(f"{K[0, 0]:.6f} {K[0, 1] * 2 * np.pi * 3:.6f}")
     0.333333 1.000000
     """
+    refuse_error_bound(error_bound, "two_layer_relu_ntk", "the two-layer closed form (use fc(x, depth=1, "
+                       "error_bound=True): the same kernel, with its proven bound)")
     xp, x1, x2, n1, n2, pair = _pair_setup(x1, x2, "two_layer_relu_ntk", per_feature=True, temporaries=10)
     d = x1.shape[1]
     sin_t = xp.sqrt(xp.clip(pair.omr * pair.opr, 0.0, None))
@@ -148,8 +153,10 @@ def two_layer_relu_ntk(x1, x2=None):
     return _symmetrize(K, x2 is None, xp)
 
 
-def wei_k1_k2(x1, x2=None):
+def wei_k1_k2(x1, x2=None, *, error_bound=False):
     """Seed 002's K₁ = xᵀx'(1 − θ/π) and K₂ = ‖x‖‖x'‖ sin θ/π (App. B.1), shapes (n1, n2).
+
+    ``error_bound=True`` is refused (NotImplementedError naming the parameter: no proven bound yet).
 
     Examples
     --------
@@ -159,6 +166,7 @@ def wei_k1_k2(x1, x2=None):
     >>> np.round(K1, 12).tolist(), np.round(K2 * np.pi, 12).tolist()
     ([[1.0, 0.0], [0.0, 4.0]], [[0.0, 2.0], [2.0, 0.0]])
     """
+    refuse_error_bound(error_bound, "wei_k1_k2", "K₁, K₂")
     return _wei_k1_k2(x1, x2, "wei_k1_k2")
 
 
@@ -173,13 +181,14 @@ def _wei_k1_k2(x1, x2, caller):
     return _symmetrize(K1, sym, xp), _symmetrize(K2, sym, xp)
 
 
-def wei_kernel(x1, x2=None, *, r_w=1.0, r_u=1.0):
+def wei_kernel(x1, x2=None, *, r_w=1.0, r_u=1.0, error_bound=False):
     """Seed 002's two-layer ReLU NTK: K = (r_w²/2)K₁ + (r_u²/2)(K₁ + K₂).
 
     For f(x) = Σⱼ wⱼ[uⱼᵀx]₊ with wⱼ ~ N(0, r_w²), uⱼ ~ N(0, r_u² I) and no
     1/√m, K/m is the expected tangent kernel per neuron:
     r_w²·E[[uᵀx]₊[uᵀx']₊]/r_u²·… — see the tests for the Monte Carlo check
     and the identity with :func:`fc` (K = r_w²·d·(Θ − Σ) + r_u²·d·Σ at W_std = 1).
+    ``error_bound=True`` is refused (NotImplementedError naming the parameter: no proven bound yet).
 
     Examples
     --------
@@ -191,6 +200,7 @@ def wei_kernel(x1, x2=None, *, r_w=1.0, r_u=1.0):
     >>> bool(np.allclose(K, 4.0 * 3 * (k.ntk - k.nngp) + 0.25 * 3 * k.nngp, rtol=1e-12, atol=1e-12))
     True
     """
+    refuse_error_bound(error_bound, "wei_kernel", "seed 002's kernel")
     r_w = check_real(r_w, "r_w", caller="wei_kernel", low=0.0)
     r_u = check_real(r_u, "r_u", caller="wei_kernel", low=0.0)
     K1, K2 = _wei_k1_k2(x1, x2, "wei_kernel")
@@ -199,7 +209,7 @@ def wei_kernel(x1, x2=None, *, r_w=1.0, r_u=1.0):
     return K
 
 
-def arora_ntk(x1, x2=None, *, depth=1):
+def arora_ntk(x1, x2=None, *, depth=1, error_bound=False):
     """Seed 004 eq. (8) for ReLU with c_σ = 2 and Σ⁽⁰⁾ = xᵀx' (no 1/d), ``depth`` = L ≥ 0 hidden layers.
 
     Θ⁽ᴸ⁾(x, x') = Σ_{h=1}^{L+1} Σ⁽ʰ⁻¹⁾(x, x') Π_{h'=h}^{L+1} Σ̇⁽ʰ'⁾(x, x'), with
@@ -209,6 +219,8 @@ def arora_ntk(x1, x2=None, *, depth=1):
 
     Rows with ‖x‖ > √(largest float)/4 are refused (InvalidParameterError naming
     x1/x2 and the bound), as is a result that overflows.  ``depth=0`` is the linear model: Θ = Σ⁽⁰⁾ = xᵀx'.
+    ``error_bound=True`` is refused (NotImplementedError naming the parameter): :func:`fc` with
+    ``W_std=[1, √2, …, √2]`` and ``error_bound=True`` gives this kernel/(d·2ᴸ) with its proven bound.
 
     Examples
     --------
@@ -220,6 +232,8 @@ def arora_ntk(x1, x2=None, *, depth=1):
     >>> bool(np.allclose(arora_ntk(x, depth=2), 3 * 2**2 * fc(x, depth=2).ntk, rtol=1e-12, atol=1e-12))  # d·2ᴸ·Θ_NT
     True
     """
+    refuse_error_bound(error_bound, "arora_ntk", "the sum-of-products form (fc(..., error_bound=True) with "
+                       "W_std = [1, √2, …, √2] is d·2^-L times this kernel, with its proven bound)")
     depth = check_int(depth, "depth", caller="arora_ntk", low=0)
     xp, x1, x2, n1, n2, pair = _pair_setup(x1, x2, "arora_ntk", temporaries=10 + 3 * depth)
     s1, s2 = n1[:, None], n2[None, :]  # √Σ⁽⁰⁾(x, x) = ‖x‖

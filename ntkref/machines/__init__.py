@@ -55,10 +55,26 @@ dual point; α itself for the QPs).  P is λ-strongly convex in β, so
            \qquad |g(x) - g^*(x)| \le \sqrt{K(x,x)}\,\sqrt{2\,\mathrm{gap}/\lambda},
 
 which :attr:`KernelMachine.beta_error_bound` gives.  The default stopping rule is
-gap ≤ tol·max(1, P(α)) with tol = 1e-10 (float64) / 1e-4 (float32), after adding the estimate of the
-gap's own rounding (``gap_rounding``: g = Kα is rounded, and where |α| ~ 1/λ is large the computed P and D
-share that error and their difference cancels; measured: a λ = 1e-12 hinge solve reported gap 2e-15 while its
-exact P(α) − P* was 2.6e-4, now converged=False).  The floor max(1, P) makes the rule absolute where P < 1:
+gap ≤ tol·max(1, P(α)) with tol = 1e-10 (float64) / 1e-4 (float32), and the certificate is PROVEN
+(:mod:`ntkref.machines._proof`): g = Kα is evaluated with compensated products (Ogita–Rump–Oishi TwoProduct and
+TwoSum, no FMA) with a rigorous error bound, the gap is computed as a sum of non-negative Fenchel–Young terms
+bounded over g's enclosure, and ``gap_rounding`` (an estimate before this release) is the proven bound of its
+rounding; P is bounded below rigorously.  So ``converged=True`` means: in real arithmetic on the given float K,
+y, λ and the returned α, P(α) − D(α′) ≤ tol·max(1, P(α)) for the certificate's dual point α′, hence
+P(α) − P(α̂) ≤ tol·max(1, P(α)) + (λμ/2)‖α̂ − α′‖² for EVERY α̂, μ = ``psd_margin`` (λ_min(K) > −μ, proven by the
+PSD test; the bounds use K + μI ⪰ 0).  With ``psd_margin == 0`` (Rump's test proved K ≻ 0) that is
+P(α) − P* ≤ tol·max(1, P(α)).  A rank-deficient float Gram (XXᵀ, duplicated points) is usually slightly
+indefinite in exact arithmetic, so P* = −∞ there and only the μ-form can hold; it is a theorem about the given K
+whenever ``psd_margin`` is finite.  With ``psd_margin = inf`` (``check_psd=False``, the Lanczos test, the Dask
+engine: nothing proven) the certificate ASSUMES K ⪰ 0.  The precise inputs: with ``reduction="mean"`` the
+certificate is for λ_sum = fl(λ·n) (the float product), and a float32 K is paired with y rounded to float32
+(the problem solved is that of the rounded y).  Assumptions: IEEE-754 round-to-nearest with gradual underflow,
+conventional BLAS/LAPACK sums; logistic's exp/log/log1p within 4 ulp.  (Measured: a λ = 1e-12 hinge solve whose plain float64 gap was 2e-15 has exact P(α) − P* =
+2.6e-4; its proven gap is that, converged=False.)  Also proven: ``fit_intercept=True`` (f = Kα + b; the dual point
+t = clip(λyα) shifted, in real arithmetic, onto Σα′ = 0 within the domain — ``_proof.feasible_dual_point`` —
+and each Fenchel–Young term bounded over the corners of its (f, τ) box) and the Dask engine (Kα compensated block
+by block, the blocks' unrounded pairs combined by TwoSum; logistic with the dual point −l′(g)/λ and dᵀKd through a
+second compensated product).  Not proven: ``krr.solve_cg``'s CG certificate (floating point).  The floor max(1, P) makes the rule absolute where P < 1:
 there (e.g. a logistic loss with P* ≪ 1) a converged α can be far from α* relatively, though
 |g − g*| ≤ √K(x,x)·beta_error_bound holds; pass a smaller tol.  Active-set
 solutions are exact to rounding once the active set is identified.  float32 inputs are solved and

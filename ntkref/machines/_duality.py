@@ -39,7 +39,9 @@ def check_lam(lam, loss, caller, *, allow_zero):
     return lam
 
 
-def prepare(K, y, loss, lam, reduction, caller, *, psd=True, allow_zero=True):
+def prepare(K, y, loss, lam, reduction, caller, *, psd=True, allow_zero=True, info=None):
+    """The checked (K, y, loss, lam, lam_sum, xp) of a solver; ``info`` (a dict) receives ``psd_margin``, what the
+    PSD test proved (:func:`ntkref.machines._gram.refuse_indefinite`: 0.0 K ≻ 0, μ λ_min > −μ, inf nothing)."""
     loss = get_loss(loss, caller)
     check_option(reduction, "reduction", REDUCTIONS, caller=caller)
     checked = K if isinstance(K, CheckedGram) else None
@@ -53,10 +55,13 @@ def prepare(K, y, loss, lam, reduction, caller, *, psd=True, allow_zero=True):
     lam = check_lam(lam, loss, caller, allow_zero=allow_zero)
     lam_sum = lam * n if reduction == "mean" else lam
     method = _gram.psd_method(psd, n, caller)
+    margin = math.inf
     if checked is not None:  # checked once: only a stronger PSD test than the one it passed runs
-        _gram.upgrade_psd(checked, method, caller, "K")
+        margin = _gram.upgrade_psd(checked, method, caller, "K") if method else checked.psd_margin
     elif method:  # last: the only check costlier than O(n²)
-        _gram.refuse_indefinite(K, caller, method=method)
+        margin = _gram.refuse_indefinite(K, caller, method=method)
+    if info is not None:
+        info["psd_margin"] = margin
     return K, y, loss, lam, lam_sum, xp
 
 

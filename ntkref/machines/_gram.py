@@ -20,6 +20,7 @@ from .._lib import dispatch
 from .._lib import compat as _compat
 from .._lib.backend import device_of, is_array, is_numpy_namespace, namespace, to_numpy
 from .._lib.validation import InvalidParameterError, check_array, check_square
+from ..certify import _checks
 
 __all__ = ["CheckedGram", "checked_gram"]
 
@@ -124,9 +125,15 @@ def psd_method(check_psd, n, caller):
 def refuse_indefinite(K, caller, name="K", method="cholesky"):
     r"""Refuse an indefinite K: λ_min(K) below −δ, δ = n·eps·‖K‖_F.
 
-    ``method="cholesky"`` (a certificate, O(n³/3)): K is accepted iff the Cholesky factorization of
-    K + δI succeeds, i.e. K + δI is numerically positive definite.  It accepts every K with
-    λ_min(K) ≥ −δ + O(n·eps·‖K‖) and refuses every K with λ_min(K) < −δ − O(n·eps·‖K‖).
+    ``method="cholesky"`` (a certificate, O(n³/3)): first Rump's test (:func:`ntkref.certify._checks.prove_psd`):
+    if the Cholesky factorization of K − cI succeeds (c the a-priori bound γ_{n+2}/(1 − 2γ_{n+2})·tr K + underflow),
+    K ≻ 0 is proven and the return value is 0.0 (also for K = 0 exactly, tested entry by entry: K ⪰ 0; ‖K‖_F is
+    recomputed on K scaled by a power of two where the squares of its entries underflow, so a tiny nonzero K is
+    never mistaken for 0).  Otherwise K is accepted iff the Cholesky factorization of
+    K + δI succeeds (it accepts every K with λ_min(K) ≥ −δ + O(n·eps·‖K‖) and refuses every K with
+    λ_min(K) < −δ − O(n·eps·‖K‖)), and the return value is the proven margin μ: λ_min(K) > −μ (μ ≈ δ; an exactly
+    singular Gram cannot be proven PSD by floating-point Cholesky).  Returns math.inf for the Lanczos test (no
+    proof).
 
     ``method="lanczos"`` (a one-sided test, ``LANCZOS_STEPS`` = 40 mat-vecs, O(40·n²)): k Lanczos
     steps with full reorthogonalisation from a fixed pseudo-random start give the smallest Ritz value
@@ -146,7 +153,7 @@ def refuse_indefinite(K, caller, name="K", method="cholesky"):
     xp = namespace(K)
     n = K.shape[0]
     eps = machine_eps(K.dtype, xp)
-    fro = _compat.frobenius_norm(K, xp)  # no n×n temporary
+    fro = _checks.frobenius_norm(K, xp)  # no n×n temporary (but where the squares underflow: then scaled)
     if not math.isfinite(fro):
         kmax, = read(xp, xp.max(xp.abs(K)))  # (an n×n temporary: only for the message)
         raise InvalidParameterError(
@@ -154,18 +161,20 @@ def refuse_indefinite(K, caller, name="K", method="cholesky"):
             "(the squares of its entries overflow) "
             f"(max|K| = {kmax:.3g}); rescale it."
         )
-    if fro == 0:  # K = 0 is PSD
-        return
+    if fro == 0.0:  # K = 0 exactly (the norm is recomputed scaled where the squares underflow): K ⪰ 0, proven
+        return 0.0
     delta = n * eps * fro
     if method == "cholesky":
-        if not cholesky_ok(K, delta, xp):
+        proven, margin = _checks.prove_psd(K, xp, validate_shift=delta)  # Rump's test first: K ≻ 0 proven
+        if not math.isfinite(margin):
             raise InvalidParameterError(
                 f"The {name!r} parameter of {caller} must be positive semidefinite: its smallest eigenvalue is below "
                 f"-n*eps*||K||_F = {-delta:.3g} (Cholesky of K + {delta:.3g} I failed). A kernel machine's "
                 "objective is not convex for an indefinite K."
             )
-        return
+        return margin
     lanczos_test(lambda v: K @ v, K, min(n, LANCZOS_STEPS), delta, xp, name, caller)
+    return math.inf
 
 
 def lanczos_test(matvec, like, k, delta, xp, name, caller):
@@ -232,7 +241,9 @@ def cholesky_ok(K, shift, xp):
         L = xp.linalg.cholesky(K + shift * eye(K.shape[0], K, xp))
     except Exception:  # numpy/array_api_strict raise LinAlgError, torch its own error
         return False
-    return bool(xp.all(xp.isfinite(L)))  # cupy returns NaN instead of raising
+    # CuPy returns NaN instead of raising; any backend: a factor is only a success with a finite L and a
+    # positive diagonal (cheap, and backend-agnostic)
+    return bool(xp.all(xp.isfinite(L))) and bool(xp.all(xp.linalg.diagonal(L) > 0))
 
 
 _PSD_STRENGTH = {None: 0, "lanczos": 1, "cholesky": 2}
@@ -258,6 +269,10 @@ class CheckedGram:
         longer describe it.
     psd_test : {"cholesky", "lanczos"} or None
         The PSD test it passed (``check_psd`` of :func:`checked_gram`, "auto" resolved by n).
+    psd_margin : float
+        What is proven about λ_min(K) (:func:`refuse_indefinite`): 0.0 = K ⪰ 0 proven (K ≻ 0 by Rump's test, or
+        K = 0 exactly), μ > 0 = λ_min(K) > −μ proven (the machines' certificates account for it), inf = nothing
+        proven (the Lanczos test, or none; the certificates then assume K ⪰ 0).
 
     Examples
     --------
@@ -274,6 +289,7 @@ class CheckedGram:
     K: object
     psd_test: object
     _token: object = field(default=None, repr=False)
+    psd_margin: float = math.inf
     _ntkref_checked_gram = True  # (class attribute) lets array validation name it
 
     def __post_init__(self):
@@ -331,23 +347,25 @@ def checked_gram(K, *, check_psd=True):
     check_psd_option(check_psd, caller)  # first: a Dask K's refusal below must not hide a bad check_psd
     if isinstance(K, CheckedGram):
         method = psd_method(check_psd, K.shape[0], caller)
-        upgrade_psd(K, method, caller, "K")
-        return K if _PSD_STRENGTH[method] <= _PSD_STRENGTH[K.psd_test] else CheckedGram(K.K, method, _CHECKED)
+        margin = upgrade_psd(K, method, caller, "K")
+        return K if _PSD_STRENGTH[method] <= _PSD_STRENGTH[K.psd_test] else CheckedGram(K.K, method, _CHECKED,
+                                                                                          psd_margin=margin)
     engine = dispatch.checked_gram.lookup(K)
     if engine is not None:  # a Dask K: the engine answers (it refuses: its solvers validate block by block)
         return engine(K, check_psd=check_psd)
     K_in = K
     K = check_gram(K, caller, psd=False)
     method = psd_method(check_psd, K.shape[0], caller)
-    if method:
-        refuse_indefinite(K, caller, method=method)
+    margin = refuse_indefinite(K, caller, method=method) if method else math.inf
     xp = namespace(K)
     if K is K_in or not is_numpy_namespace(xp) or getattr(K, "base", None) is not None:
         K = xp.asarray(K, copy=True)  # ntkref's own copy
-    return CheckedGram(_compat.read_only(K, xp), method, _CHECKED)
+    return CheckedGram(_compat.read_only(K, xp), method, _CHECKED, psd_margin=margin)
 
 
 def upgrade_psd(G, method, caller, name):
-    """Run the PSD test ``method`` on a CheckedGram if it is stronger than the one it passed."""
+    """Run the PSD test ``method`` on a CheckedGram if it is stronger than the one it passed; returns the proven
+    margin of :func:`refuse_indefinite` (the CheckedGram's own when no test runs)."""
     if _PSD_STRENGTH[method] > _PSD_STRENGTH[G.psd_test]:
-        refuse_indefinite(G.K, caller, name, method=method)
+        return refuse_indefinite(G.K, caller, name, method=method)
+    return G.psd_margin

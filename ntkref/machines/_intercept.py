@@ -8,6 +8,11 @@ P(α, b) = (λ/2)αᵀKα + Σᵢ l((Kα)ᵢ + b, yᵢ) (seed 000 eq. (7) with g
 face directions in the orthogonal complement of e_F by a Householder reflector, :func:`_face_direction`); the
 squared loss's closed form and logistic damped Newton in (β, b); :class:`InterceptMachine` and
 :func:`fit_with_intercept`, which :func:`ntkref.machines.solve` calls for ``fit_intercept=True``.
+
+The fit's certificate is proven (:func:`_proven_certificate`, :func:`ntkref.machines._proof.proven_gap` with
+``b``): for every dual point with Σα′ = 0, P(α, b) − D(α′) = Σ Fᵢ(fᵢ, sᵢ) + (λ/2)(α − α′)ᵀK(α − α′), f = Kα + b
+(the term −λbΣα′ vanishes), computed from the compensated Kα and a real dual point within a proven distance of
+the float t = clip(λyα) (``feasible_dual_point``).
 """
 from __future__ import annotations
 
@@ -21,7 +26,7 @@ from scipy.linalg import cho_factor as _cho_factor, cho_solve as _cho_solve
 from .._lib.backend import device_of, to_numpy
 from .._lib.compat import single_threaded_blas
 from .._lib.validation import InvalidParameterError, check_array, check_int, check_real
-from . import _boxqp, _duality, _gram
+from . import _boxqp, _duality, _gram, _proof
 from ._result import ConvergenceWarning, KernelMachine, predict
 
 
@@ -481,6 +486,31 @@ def _logistic_with_intercept(K, y, loss, lam_sum, tol, max_iter, xp):
     return alpha, b, max_iter, P - _intercept_dual(alpha, g, b, K, y, loss, lam_sum, xp) <= tol * max(1.0, P)
 
 
+def _proven_certificate(K, alpha, b, y, loss, lam_sum, tol, xp, psd_margin=math.inf):
+    """The proven certificate of (α, b) (:func:`ntkref.machines._proof.proven_gap` with the intercept):
+    (g, P, computed gap Σ Fᵢ, proven upper bound of P(α, b) − D(α′) ≥ P(α, b) − P*, ok).  The dual point is α's (t = clip(λyα))
+    made exactly feasible for Σα′ = 0 (:func:`ntkref.machines._proof.feasible_dual_point`); if that does not
+    certify α to tol, also that of α's projection onto {dom l*, Σ = 0} (:func:`_project_sum_zero`), and the
+    smaller proven bound is kept.  ok: proven upper bound ≤ tol·max(1, proven lower bound of P).  ``psd_margin``:
+    as :func:`ntkref.machines._proof.proven_gap` (the bounds account for λ_min(K) > −μ; inf assumes K ⪰ 0)."""
+    c = _proof.proven_gap(K, alpha, y, loss, lam_sum, xp, b=b, psd_margin=psd_margin)  # g from the support rows
+
+    def ok(c):
+        return _proof.certified(c["gap_upper"], c["primal_low"], tol)
+
+    if not ok(c):
+        lo, hi = _dual_box(np.asarray(to_numpy(y), dtype=np.float64), loss, lam_sum)
+        with np.errstate(all="ignore"):
+            proj = _project_sum_zero(np.asarray(to_numpy(alpha), dtype=np.float64), lo, hi)
+        if np.all(np.isfinite(proj)):
+            proj = xp.asarray(proj, dtype=xp.float64, device=device_of(K))
+            c2 = _proof.proven_gap(K, alpha, y, loss, lam_sum, xp, b=b, g=c["g"], delta=c["delta"],
+                                   dual_alpha=proj, psd_margin=psd_margin)
+            if c2["gap_upper"] < c["gap_upper"]:
+                c = c2
+    return c["g"], c["primal"], c["gap"], c["gap_upper"], bool(ok(c))
+
+
 def fit_with_intercept(K, y, loss="hinge", lam=None, *, reduction="sum", tol=None, max_iter=None, check_psd=True):
     r"""Exact minimiser (α, b) of P(α, b) = (λ/2)αᵀKα + Σᵢ l((Kα)ᵢ + b, yᵢ): a kernel machine with an
     unregularised intercept (seed 000 eq. (7) with the bias of Def. 2.2; module docstring).
@@ -494,7 +524,9 @@ def fit_with_intercept(K, y, loss="hinge", lam=None, *, reduction="sum", tol=Non
         λ > 0 (required).
     tol : float, optional
         The result is ``converged`` when the active-set method stopped on its face with no violation above
-        rounding and the relative duality gap gap/max(1, P) ≤ tol (default 1e-10 in float64, 1e-4 in float32);
+        rounding and the PROVEN bound of the gap is ≤ tol·max(1, P) (default 1e-10 in float64, 1e-4 in float32;
+        :func:`_proven_certificate`: max(duality_gap, 0) + gap_rounding ≥ P(α, b) − P* in real arithmetic on the
+        given floats for K ⪰ 0, assumptions as :mod:`ntkref.machines._proof`);
         for logistic it is Newton's stopping rule (then one more full step).
     max_iter : int, optional
         Iteration cap: active-set steps (default max(1000, 10n)), Newton steps (default 200).
@@ -523,22 +555,29 @@ def fit_with_intercept(K, y, loss="hinge", lam=None, *, reduction="sum", tol=Non
     the rounding of Kα (~ n·eps·‖K‖∞·max|α| per entry): at C = 1/λ = 256 (random Grams, n ≤ 120) the gap was up
     to ~2e-12 relative, at C = 1e5 (all 2128 embedded digits with 5 % of the labels flipped: 918 free SVs) 3e-11
     (4.7 s; λ = 0.01: 3.9 s, gap 4e-14; λ ≥ 1: ≤ 1.6 s, gap ≤ 2e-16).
-    float32: as :func:`ntkref.machines.solve`: hinge, squared hinge, ε-insensitive and logistic are solved in float64,
+    float32: as :func:`ntkref.machines.solve`: every loss is solved in float64,
     α is rounded to float32, and the gap, KKT residual and ``converged`` are those of the float32 α, evaluated in
     float64 on an exact float64 copy of K (the warning of a solve that only the rounding keeps above tol says so).
     """
     caller = "kkt.fit_with_intercept"
     if lam is None:
         raise InvalidParameterError(f"The 'lam' parameter of {caller} is required (a real number > 0).")
+    info = {}
     K, y, loss, lam, lam_sum, xp = _duality.prepare(K, y, loss, lam, reduction, caller, psd=check_psd,
-                                                    allow_zero=False)
+                                                    allow_zero=False, info=info)
+    mu = info.get("psd_margin", math.inf)  # what the PSD test proved: the certificate accounts for it
     n = K.shape[0]
     dev = device_of(K)
     tol = (1e-10 if K.dtype == xp.float64 else 1e-4) if tol is None else check_real(
         tol, "tol", caller=caller, low=0.0, closed="right")
     div = n if reduction == "mean" else 1
     if loss.name == "squared":
-        alpha, b = _squared_with_intercept(K, y, lam_sum, xp)
+        try:  # in float64 on exact copies, as the other losses (a float32 solve was singular at small λ)
+            alpha_w, b = _squared_with_intercept(*_duality.as_float64(xp, K, y), lam_sum, xp)
+        except Exception as exc:  # an exactly singular system (LinAlgError of the namespace)
+            raise InvalidParameterError(
+                f"{caller}: the system [[K + (lam/2)·I, 1], [1ᵀ, 0]] is singular in float64 (lam = {lam!r}); use a "
+                "larger lam.") from exc
         interval, its, exact = (b, b), 0, True
     elif loss.name in _duality.QP_LOSSES:
         max_iter = max(1000, 10 * n) if max_iter is None else check_int(max_iter, "max_iter", caller=caller, low=1)
@@ -562,8 +601,7 @@ def fit_with_intercept(K, y, loss="hinge", lam=None, *, reduction="sum", tol=Non
         alpha_w, b, its, exact = _logistic_with_intercept(*_duality.as_float64(xp, K, y), loss, lam_sum, tol,
                                                           max_iter, xp)
         interval = (b, b)
-    if loss.name != "squared":  # solved in float64: α rounded to K's dtype
-        alpha = xp.astype(alpha_w, K.dtype)
+    alpha = xp.astype(alpha_w, K.dtype)  # solved in float64: α rounded to K's dtype
     # the certificate of the α returned, in float64 whatever K's dtype (as machines.solve's)
     Kc, yc, ac = _duality.as_float64(xp, K, y, alpha)
 
@@ -576,28 +614,43 @@ def fit_with_intercept(K, y, loss="hinge", lam=None, *, reduction="sum", tol=Non
     _duality.check_finite_solution(caller, K, y, lam, xp, primal, dual, kkt, alpha)
     if not math.isfinite(b):
         raise InvalidParameterError(f"{caller}: the intercept is not finite (b = {b}); rescale the problem.")
-    # the rounding of Kα in the certificate (machines.solve's estimate, with f = Kα + b in place of g)
-    gap_rounding = _duality.rounding_of_gap(Kc, ac, g + b, yc, loss, lam_sum, primal, dual, tol, xp)
-    conv = bool(exact) and primal - dual + gap_rounding <= tol * max(1.0, primal)
+    # the proven certificate of (α, b) (compensated Kα, the gap as a sum of Fenchel–Young terms at f = Kα + b)
+    # duality_gap: the computed P − D of kkt.duality_gap (the projection duals) where it lies in [0, proven bound],
+    # else the Fenchel–Young sum (P − D in floats carries the rounding of P, ~u·P, and can be < 0); either way
+    # max(gap, 0) + gap_rounding ≥ the proven bound
+    g, primal, center, upper, proven = _proven_certificate(Kc, ac, b, yc, loss, lam_sum, tol, xp, psd_margin=mu)
+    gap = primal - dual if 0.0 <= primal - dual <= upper else min(max(center, 0.0), upper)
+    gap_rounding = _proof.rounding_of(gap, upper)
+    no_certificate = math.isinf(upper) and math.isfinite(primal) and math.isfinite(gap)
+    if no_certificate:  # no exactly feasible dual point near α's (no room in dom l* to restore Σα′ = 0): no proof
+        warnings.warn(
+            f"{caller}: no proven certificate of the {loss.name} solution could be built (the dual point of α has no "
+            "room in the conjugate's domain to satisfy Σα′ = 0 exactly); converged is False and gap_rounding is "
+            "inf (no bound).", ConvergenceWarning, stacklevel=2)
+    elif not math.isfinite(gap_rounding):  # finite or error (a NaN never reads as converged)
+        raise _duality.overflow_error(caller, "proven bound of the duality gap", K, y, lam, xp)
+    dual = primal - gap
+    conv = bool(exact) and proven
     if not conv:
         rounding = ""
-        if K.dtype != xp.float64 and loss.name != "squared":
+        if K.dtype != xp.float64:
             _, p_w, d_w, _ = certificate(alpha_w)
             if bool(exact) and p_w - d_w <= tol * max(1.0, p_w):
                 rounding = (f" That is the gap of α rounded to K's dtype {K.dtype}: the float64 solution it was "
                             f"rounded from has gap {p_w - d_w:.3g}. Pass K in float64 for it, or a larger tol.")
         warnings.warn(
-            f"{caller}: the {loss.name} solver stopped with duality gap {primal - dual:.3g} (+ its rounding "
-            f"estimate {gap_rounding:.3g}; tol·max(1, P) = {tol * max(1.0, primal):.3g}) after {its} "
+            f"{caller}: the {loss.name} solver stopped with duality gap {gap:.3g} (+ its proven rounding "
+            f"bound {gap_rounding:.3g}; tol·max(1, P) = {tol * max(1.0, primal):.3g}) after {its} "
             f"iterations.{rounding}",
             ConvergenceWarning, stacklevel=2,
         )
     return InterceptMachine(
         alpha_=alpha, loss=loss, lam=lam, lam_sum=lam_sum, reduction=reduction,
-        primal_objective=primal / div, dual_objective=dual / div, duality_gap=(primal - dual) / div,
+        primal_objective=primal / div, dual_objective=dual / div, duality_gap=gap / div,
         kkt_residual=kkt, n_iter=its, converged=conv, rkhs_norm_=math.sqrt(max(float(xp.sum(ac * g)), 0.0)),
         train_output_=xp.astype(g + b, K.dtype), intercept_=float(b),
         intercept_interval_=(float(interval[0]), float(interval[1])), gap_rounding=gap_rounding / div,
+        psd_margin=mu,
     )
 
 # These are public in ntkref.kkt, a floor above this module; machines.solve(fit_intercept=True) returns an

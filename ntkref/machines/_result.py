@@ -55,11 +55,28 @@ class KernelMachine:
     n_iter : int
         Newton / active-set iterations (0 for closed forms).
     converged : bool
-        Whether the duality gap met gap + gap_rounding ≤ tol·max(1, P).
+        Whether the proven bound on the gap met max(gap, 0) + gap_rounding ≤ tol·max(1, P) (P bounded below
+        rigorously).  Then, in real arithmetic on the given float K, y, λ and the returned α,
+        P(α) − D(α′) ≤ tol·max(1, P(α)) for the dual point α′ of the certificate, hence, for every α̂,
+        P(α) − P(α̂) ≤ tol·max(1, P(α)) + (λ_sum·μ/2)‖α̂ − α′‖², μ = ``psd_margin`` (so P(α) − P* ≤ tol·max(1, P(α))
+        when ``psd_margin == 0``, K ⪰ 0 proven) — a theorem whenever ``psd_margin`` is finite; when it is inf
+        (nothing proven) the theorem ASSUMES K ⪰ 0.
+        The same holds for the intercept model of ``fit_intercept=True`` (f = Kα + b; the dual point made exactly
+        feasible for Σα′ = 0) and for the Dask engine (blockwise compensated Kα); not for ``krr.solve_cg``'s
+        KRRMachine, whose CG certificate is computed in floating point (its ``gap_rounding`` is 0.0, no bound).
     gap_rounding : float
-        Estimate of the error of the computed gap from the rounding of g = Kα and of the sums
-        (:func:`ntkref.machines._duality.gap_rounding`; same reduction as the gap).  It matters where |α| ~ 1/λ
-        is large against g: there the computed P and D share the rounded g and their difference cancels.
+        A proven bound (since this release; before, an estimate): max(duality_gap, 0) + gap_rounding ≥ the exact
+        P(α) − D(α′) ≥ P(α) − P*, where the gap is evaluated from the compensated g = Kα (Ogita–Rump–Oishi
+        TwoProduct/TwoSum, error bounded) as a sum of Fenchel–Young terms, each bounded over g's enclosure
+        (:mod:`ntkref.machines._proof`; assumptions there: IEEE-754 round-to-nearest, logistic's exp/log/log1p
+        within 4 ulp).  Same reduction as the gap.
+    psd_margin : float
+        What the PSD test proved about K (Rump's test, :func:`ntkref.machines._gram.refuse_indefinite`): 0.0 = K ≻ 0
+        proven (or K = 0); μ > 0 = only λ_min(K) > −μ proven (a singular Gram cannot be proven PSD in floating
+        point; a float XXᵀ is usually slightly indefinite in exact arithmetic): the certificate accounts for it
+        (dᵀKd ≤ dᵀ(K + μI)d, αᵀKα ≥ −μ‖α‖²), and P(α) − P(α̂) ≤ gap + gap_rounding + (λ_sum·μ/2)·‖α̂ − α′‖² for
+        every α̂ (sum convention); inf = no proof (Lanczos test, ``check_psd=False``, the Dask engine): the
+        certificate and ``converged`` then ASSUME K ⪰ 0.
     rkhs_norm_ : float
         √(αᵀKα) = ‖β‖.
     beta_error_bound : float
@@ -93,6 +110,7 @@ class KernelMachine:
     rkhs_norm_: float
     train_output_: object = None
     gap_rounding: float = 0.0
+    psd_margin: float = math.inf
 
     @property
     def beta_error_bound(self):
@@ -166,7 +184,9 @@ def rkhs_norm(alpha, K, *, check_psd=False):
 
     ``check_psd`` (default False: K is checked square, finite and symmetric only): True runs the Cholesky
     certificate of :func:`~ntkref.machines.checked_gram`'s PSD test, "auto", "cholesky" or "lanczos" the test
-    of that name (as in :func:`~ntkref.machines.solve`); any other value (None included) is refused.
+    of that name (as in :func:`~ntkref.machines.solve`); any other value (None included) is refused.  The
+    return value is the norm alone: what the test proved (Rump's margin, 0.0 = K ≻ 0 proven) is
+    ``machines.checked_gram(K, check_psd=...).psd_margin`` (run the test once there and pass the CheckedGram on).
 
     Examples
     --------

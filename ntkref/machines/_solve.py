@@ -20,7 +20,7 @@ from .._lib import compat as _compat
 from .._lib import dispatch
 from .._lib.backend import device_of, is_array, is_numpy_namespace, namespace, to_numpy
 from .._lib.validation import InvalidParameterError, check_int, check_real
-from . import _boxqp, _duality, _gram, _intercept
+from . import _boxqp, _duality, _gram, _intercept, _proof
 from ._result import ConvergenceWarning, KernelMachine
 
 
@@ -190,7 +190,8 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
     float32: a float32 K is solved in float64 arithmetic (exact conversions: the working-set matrices for
     the QP losses, one n×n copy for logistic's Newton systems and the squared loss's closed form), α is rounded to float32 (towards 0 where
     rounding to nearest would leave the dual box), and the objectives, gap and ``converged`` are those of
-    the float32 α returned, evaluated in float64.  Where |α| is large against g = Kα (small λ, singular K)
+    the float32 α returned, evaluated in float64; y is rounded to float32 with K (the certified problem is the one
+with the rounded y), and with ``reduction="mean"`` the certificate is for λ_sum = fl(n·λ).  Where |α| is large against g = Kα (small λ, singular K)
     the rounding alone can exceed tol: the result then says ``converged=False`` and the warning gives the
     gap of the float64 solution, which a float64 K returns.
 
@@ -236,12 +237,15 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
     if fit_intercept:
         return _intercept.fit_with_intercept(K, y, loss, lam, reduction=reduction, tol=tol, max_iter=max_iter,
                                              check_psd=check_psd)
-    K, y, loss, lam, lam_sum, xp = _duality.prepare(K, y, loss, lam, reduction, caller, psd=check_psd)
+    info = {}
+    K, y, loss, lam, lam_sum, xp = _duality.prepare(K, y, loss, lam, reduction, caller, psd=check_psd, info=info)
     n = K.shape[0]
     tol = _default_tol(K.dtype, xp) if tol is None else check_real(tol, "tol", caller=caller, low=0.0, closed="right")
     if max_iter is not None:  # checked for every loss (the squared loss's closed form has no iterations)
         max_iter = check_int(max_iter, "max_iter", caller=caller, low=1)
     div = n if reduction == "mean" else 1
+    mu = info.get("psd_margin", math.inf)  # what the PSD test proved: the certificate accounts for it (_proof)
+    note = {}  # what the certificate found beyond the solver's own gap (for the warning)
 
     if loss.name == "squared":
         if lam_sum == 0.0:
@@ -268,15 +272,16 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
                 gap_work = (_duality.primal_from_g(alpha, g, yw, loss, lam_sum, xp)
                             - _duality.dual_from_g(alpha, g, yw, loss, lam_sum, xp))
             alpha = xp.astype(xp.astype(alpha, K.dtype), xp.float64)
-        g = Kw @ alpha
-        primal = _duality.primal_from_g(alpha, g, yw, loss, lam_sum, xp)
-        dual = _duality.dual_from_g(alpha, g, yw, loss, lam_sum, xp) if lam_sum > 0 else 0.0
-        kkt = _duality.kkt_residual(alpha, g, yw, Kw, loss, lam_sum, xp) if lam_sum > 0 else float(xp.max(xp.abs(g - yw)))
         gap_rounding = 0.0
         conv = True  # λ = 0: kernel regression, no dual
-        if lam_sum > 0:
-            gap_rounding = _duality.rounding_of_gap(Kw, alpha, g, yw, loss, lam_sum, primal, dual, tol, xp)
-            conv = primal - dual + gap_rounding <= tol * max(1.0, primal)
+        if lam_sum > 0:  # the proven certificate (compensated g = Kα, ntkref.machines._proof)
+            g, primal, dual, gap, gap_rounding, conv = _certificate(K, alpha, yw, loss, lam_sum, tol, xp,
+                                                                    support=False, psd_margin=mu)
+        else:
+            g = Kw @ alpha
+            primal, dual = _duality.primal_from_g(alpha, g, yw, loss, lam_sum, xp), 0.0
+            gap = primal
+        kkt = _duality.kkt_residual(alpha, g, yw, Kw, loss, lam_sum, xp) if lam_sum > 0 else float(xp.max(xp.abs(g - yw)))
         norm2 = float(xp.sum(alpha * g))
         alpha, g = xp.astype(alpha, K.dtype), xp.astype(g, K.dtype)
     elif loss.name in _duality.QP_LOSSES:
@@ -306,13 +311,14 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
                 alpha = _rounded_into_box(alpha, lo, hi, K.dtype, xp)
                 g = _boxqp.support_matvec(K, alpha, xp)
                 primal, dual = gap_fn(alpha, g)
-            e = _duality.rounding_of_gap(K, alpha, g, y, loss, lam_sum, primal, dual, tol, xp)
-            conv = conv and primal - dual + e <= tol * max(1.0, primal)
+            g, primal, dual, gap, e, proven = _certificate(K, alpha, y, loss, lam_sum, tol, xp, psd_margin=mu)
+            note["resolved"] = not (conv and not proven)  # the solver's own float gap met tol, the proven one not
+            conv = conv and proven
             kkt = _duality.kkt_residual(alpha, g, y, K, loss, lam_sum, xp)
             return (xp.astype(alpha, K.dtype), xp.astype(g, K.dtype), its, conv, primal, dual, kkt,
-                    float(xp.sum(alpha * g)), gap_work, e)
+                    float(xp.sum(alpha * g)), gap_work, e, gap)
 
-        alpha, g, its, conv, primal, dual, kkt, norm2, gap_work, gap_rounding = _on_host(qp, K, y)
+        alpha, g, its, conv, primal, dual, kkt, norm2, gap_work, gap_rounding, gap = _on_host(qp, K, y)
     else:  # logistic
         max_iter = 200 if max_iter is None else max_iter
         # a float32 K: Newton in float64 on an exact copy, the α returned rounded to float32 and certified
@@ -331,8 +337,7 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
         g_dual = Kw @ a_dual
         primal = _duality.primal_from_g(alpha, g, yw, loss, lam_sum, xp)
         dual = _duality.dual_from_g(a_dual, g_dual, yw, loss, lam_sum, xp)
-        conv = conv and primal - dual <= tol * max(1.0, primal)
-        if conv:
+        if conv and primal - dual <= tol * max(1.0, primal):  # (the proven certificate below decides converged)
             # return the representer form α = −l′(g)/λ (stationarity), free of null(K) components when K is
             # singular, if it is certified too (its primal with the same dual); else the certified iterate
             a_rep = a_dual if K.dtype == xp.float64 else xp.astype(xp.astype(a_dual, K.dtype), xp.float64)
@@ -340,36 +345,59 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
             primal_rep = _duality.primal_from_g(a_rep, g_rep, yw, loss, lam_sum, xp)
             if primal_rep - dual <= tol * max(1.0, primal_rep):
                 alpha, g, primal = a_rep, g_rep, primal_rep
-        gap_rounding = _duality.rounding_of_gap(Kw, alpha, g, yw, loss, lam_sum, primal, dual, tol, xp)
-        conv = conv and primal - dual + gap_rounding <= tol * max(1.0, primal)
+        g, primal, dual, gap, gap_rounding, proven = _certificate(K, alpha, yw, loss, lam_sum, tol, xp,
+                                                                  support=False, psd_margin=mu)
+        conv = conv and proven
         kkt = _duality.kkt_residual(alpha, g, yw, Kw, loss, lam_sum, xp)
         norm2 = float(xp.sum(alpha * g))
         alpha, g = xp.astype(alpha, K.dtype), xp.astype(g, K.dtype)
     _duality.check_finite_solution(caller, K, y, lam, xp, primal, dual, kkt, alpha)
     if not math.isfinite(gap_rounding):
-        raise _duality.overflow_error(caller, "rounding estimate of the duality gap", K, y, lam, xp)
+        raise _duality.overflow_error(caller, "proven bound of the duality gap", K, y, lam, xp)
     if not conv:
         rounding = ""
         if gap_work is not None and gap_work <= tol * max(1.0, primal):
             rounding = (f" That is the gap of α rounded to K's dtype {K.dtype}: the float64 solution it was rounded "
                         f"from has gap {gap_work:.3g}. Pass K in float64 for it, or a larger tol.")
         elif gap_rounding > tol * max(1.0, primal):
-            rounding = (f" The rounding of g = Kα alone limits the certificate to about {gap_rounding:.3g} "
-                        f"(max|α| = {float(xp.max(xp.abs(alpha))):.3g}, against 1/λ = {1 / lam_sum:.3g}): float64 "
-                        f"cannot certify this solution to tol; the gap plus this estimate bounds P(α) − P*.")
+            rounding = (f" The proven rounding bound of the gap alone exceeds tol (max|α| = "
+                        f"{float(xp.max(xp.abs(alpha))):.3g}, against 1/λ = {1 / lam_sum:.3g}): this solution cannot "
+                        f"be certified to tol in float64; the gap plus this bound bounds P(α) − P*.")
+        elif not note.get("resolved", True):
+            rounding = (f" The solver's own gap, from g = Kα in plain float64, met tol, but the proven gap (g = Kα "
+                        f"compensated, exact to ~u|g|) does not: where |α| ~ 1/λ = {1 / lam_sum:.3g} the rounding of "
+                        f"Kα in the solver's iterations (|K||α|·eps) hides the suboptimality; use a larger lam.")
         warnings.warn(
-            f"{caller}: the {loss.name} solver stopped with duality gap {primal - dual:.3g} (+ its rounding "
-            f"estimate {gap_rounding:.3g}) > tol·max(1, P) = {tol * max(1.0, primal):.3g} after {its} "
+            f"{caller}: the {loss.name} solver stopped with duality gap {gap:.3g} (+ its proven rounding "
+            f"bound {gap_rounding:.3g}) > tol·max(1, P) = {tol * max(1.0, primal):.3g} after {its} "
             f"iterations.{rounding}",
             ConvergenceWarning,
             stacklevel=2,
         )
     return KernelMachine(
         alpha_=alpha, loss=loss, lam=lam, lam_sum=lam_sum, reduction=reduction,
-        primal_objective=primal / div, dual_objective=dual / div, duality_gap=(primal - dual) / div,
+        primal_objective=primal / div, dual_objective=dual / div, duality_gap=gap / div,
         kkt_residual=kkt, n_iter=its, converged=bool(conv),
         rkhs_norm_=math.sqrt(max(norm2, 0.0)), train_output_=g, gap_rounding=gap_rounding / div,
+        psd_margin=info.get("psd_margin", math.inf),
     )
+
+
+def _certificate(K, alpha, y, loss, lam_sum, tol, xp, support=True, psd_margin=math.inf):
+    """The proven certificate of α (:func:`ntkref.machines._proof.proven_gap`): (g, P, D, gap, gap_rounding, ok).
+
+    g is the compensated Kα, gap = Σ Fᵢ (the Fenchel–Young form of P(α) − D(α′), computed without the cancellation
+    of P − D; the result's ``duality_gap``), D = fl(P − gap) (so P − D equals the gap only to the rounding of P),
+    ``gap_rounding`` ≥ proven upper bound − max(gap, 0) (rounded up: max(gap, 0) + gap_rounding ≥ the bound
+    in exact arithmetic, with 4u·bound to spare for the caller's own sum), and ok = (proven upper bound ≤ tol·max(1, proven lower bound of P)):
+    then P(α) − D(α′) ≤ tol·max(1, P(α)) in real arithmetic on the given floats, hence P(α) − P* ≤ tol·max(1, P(α))
+    for K ⪰ 0 (``psd_margin`` μ: the bounds account for λ_min(K) > −μ, :mod:`ntkref.machines._proof`, "Indefinite
+    K"; inf assumes K ⪰ 0).  A NaN gives ok False and a NaN ``gap_rounding`` (the callers refuse it)."""
+    c = _proof.proven_gap(K, alpha, y, loss, lam_sum, xp, support=support, psd_margin=psd_margin)
+    gap, upper = c["gap"], c["gap_upper"]
+    ok = _proof.certified(upper, c["primal_low"], tol)
+    rounding = _proof.rounding_of(gap, upper)
+    return c["g"], c["primal"], c["primal"] - gap, gap, rounding, bool(ok)
 
 
 def fit(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_psd=True, fit_intercept=False):
@@ -438,7 +466,8 @@ def hard_margin_svm(K, y, *, tol=None, max_iter=None, C_max=None, check_psd=True
     if engine is not None:  # a Dask K: the same path with working sets of gathered columns (ntkref/_engines/dask)
         return engine(K, y, tol=tol, max_iter=max_iter, C_max=C_max, check_psd=check_psd)
     loss = _losses.get("hinge")
-    K, y, loss, _, _, xp = _duality.prepare(K, y, loss, 1.0, "sum", caller, psd=check_psd)
+    info = {}
+    K, y, loss, _, _, xp = _duality.prepare(K, y, loss, 1.0, "sum", caller, psd=check_psd, info=info)
     n = K.shape[0]
     tol = _default_tol(K.dtype, xp) if tol is None else check_real(tol, "tol", caller=caller, low=0.0, closed="right")
     max_iter = max(1000, 10 * n) if max_iter is None else check_int(max_iter, "max_iter", caller=caller, low=1)
@@ -458,23 +487,29 @@ def hard_margin_svm(K, y, *, tol=None, max_iter=None, C_max=None, check_psd=True
         if alpha.dtype != K.dtype:  # the certificate is that of the α returned, rounded to K's dtype
             alpha = _rounded_into_box(alpha, lo, hi, K.dtype, xp)
             g = _boxqp.support_matvec(K, alpha, xp)
+        # the proven certificate: g = Kα compensated, gap = αᵀKα − yᵀα = Σ yαᵢ(yᵢgᵢ − 1) bounded (_proof)
+        g, gap, upper = _proof.hard_margin_gap(K, alpha, y, xp)
         norm2 = float(xp.sum(alpha * g))
         dual = float(xp.sum(y * alpha)) - 0.5 * norm2
-        infeas = max(0.0, 1.0 - float(xp.min(y * g)))
-        e = _duality.hard_margin_rounding(alpha, _boxqp.support_matvec(K, alpha, xp, True), norm2, dual, xp)
-        return xp.astype(alpha, K.dtype), xp.astype(g, K.dtype), its_total, norm2, dual, infeas, e
+        infeas = 1.0 - float(xp.min(y * g))
+        infeas = infeas if not infeas < 0.0 else 0.0  # (max(0.0, nan) would hide a NaN)
+        e = _proof.rounding_of(gap, upper)
+        return xp.astype(alpha, K.dtype), xp.astype(g, K.dtype), its_total, norm2, dual, infeas, e, gap
 
-    alpha, g, its_total, norm2, dual, infeas, gap_rounding = _on_host(margin_path, K, y)
+    alpha, g, its_total, norm2, dual, infeas, gap_rounding, gap = _on_host(margin_path, K, y)
     primal = 0.5 * norm2
     _duality.check_finite_solution(caller, K, y, 0.0, xp, primal, dual, infeas, alpha)
-    conv = primal - dual + gap_rounding <= tol * max(1.0, primal) and infeas <= math.sqrt(tol)
+    if not math.isfinite(gap_rounding):
+        raise _duality.overflow_error(caller, "proven bound of the duality gap", K, y, 0.0, xp)
+    conv = max(gap, 0.0) + gap_rounding <= tol * max(1.0, primal) and infeas <= math.sqrt(tol)
     if not conv:
-        warnings.warn(f"{caller}: gap {primal - dual:.3g} (+ its rounding estimate {gap_rounding:.3g}), margin "
+        warnings.warn(f"{caller}: gap {gap:.3g} (+ its proven rounding bound {gap_rounding:.3g}), margin "
                       f"violation {infeas:.3g}.", ConvergenceWarning, stacklevel=2)
     return KernelMachine(
         alpha_=alpha, loss=loss, lam=0.0, lam_sum=0.0, reduction="sum", primal_objective=primal,
-        dual_objective=dual, duality_gap=primal - dual, kkt_residual=infeas, n_iter=its_total,
+        dual_objective=dual, duality_gap=gap, kkt_residual=infeas, n_iter=its_total,
         converged=bool(conv), rkhs_norm_=math.sqrt(max(norm2, 0.0)), train_output_=g, gap_rounding=gap_rounding,
+        psd_margin=info.get("psd_margin", math.inf),
     )
 
 

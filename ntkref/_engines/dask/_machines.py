@@ -41,6 +41,13 @@ one is active) — and the vectors (n floats, float64) live on the client:
   2e-13 relative.  CG on the Euclidean λI + D^{1/2}KD^{1/2} instead measures the residual in the wrong norm and
   stalled at λ = 0.001.)
 
+Certificates are proven as ``machines.solve``'s (``ntkref.machines._proof``): g = Kα compensated — from the
+gathered columns K[:, W] for the QP losses and the hard margin, block by block (:func:`compensated_matvec`,
+one more pass over K) for logistic, whose dual point is −l′(g)/λ with (λ/2)dᵀKd bounded through a second
+compensated product — so ``gap_rounding`` is a proven bound and ``converged`` a theorem ASSUMING K ⪰ 0 (which
+the Lanczos test does not prove: ``psd_margin`` is inf, and the certificate takes μ = 0).  The squared loss goes to :func:`ntkref.krr.solve_cg`,
+whose CG certificate is NOT proven (its docstring).
+
 Results: a :class:`DaskKernelMachine` (a ``machines.KernelMachine``) whose ``alpha_`` and ``train_output_`` are
 Dask arrays chunked like K's rows (as :func:`ntkref.krr.solve_cg` returns them), computed in float64 whatever K's
 dtype (the default ``tol`` is therefore 1e-10).  Finite or error: a non-finite K entry, bad labels, or a
@@ -59,8 +66,9 @@ import array_api_compat
 
 from ...dynamics import _discrete, _trajectory
 from ... import machines as _m
-from ...machines import _boxqp, _duality, _gram, _solve
+from ...machines import _boxqp, _duality, _gram, _proof, _solve
 from ..._lib.backend import is_array, to_numpy
+from ..._lib.compat import single_threaded_blas
 from ..._lib.validation import InvalidParameterError, check_array, check_int, check_option, check_real
 from ...krr import solve_cg
 from . import _graphs
@@ -458,6 +466,74 @@ def _newton_cg(matvec, y, loss, lam_sum, tol, max_iter, max_cg):
     return alpha, g, it, primal - dual <= tol * max(1.0, primal), l1, Kl1, products
 
 
+# ------------------------------------------------------------------------------------------ the proven certificate
+
+
+def _block_compensated(block, v):
+    """(S, E, bound′) of one block's compensated product K_ij v_j on the host (``ntkref.machines._proof``)."""
+    np = _np()
+    b = np.asarray(to_numpy(block), dtype=np.float64)
+    with single_threaded_blas(array_api_compat.numpy):
+        return _proof.compensated_matvec(b.T, v, np, pair=True)
+
+
+def compensated_matvec(K, v):
+    r"""g = Kv (NumPy float64, v on the client) with a proven bound, block by block: each block's Ogita–Rump–Oishi
+    product as an unrounded pair Sᵢⱼ + Eᵢⱼ with its bound bᵢⱼ (:func:`ntkref.machines._proof.compensated_matvec`,
+    ``pair=True``; one task per block), then per row chunk the J pairs combined: a pairwise tree of TwoSum over
+    the Sᵢⱼ (error-free: Σⱼ Sᵢⱼ = S + Σ errors exactly), the Eᵢⱼ and the tree's errors summed in floats, and
+    g = fl(S + E) rounded once.  Bound: u|g|/(1 − u) + Σⱼ bᵢⱼ + γ_{2J}·(Σⱼ|Eᵢⱼ| + L·u(1+u)^L·Σⱼ|Sᵢⱼ|) (a tree
+    error is ≤ u·|its sum| ≤ u(1+u)^L·Σ|leaves|, L = ⌈log₂ J⌉ levels; the float sum of ≤ 2J terms is within
+    γ_{2J} of exact), rounded up — as the dense product's, twice the working precision.  Reads every block of K
+    once (K exactly symmetric after ``check_gram``).  Assumptions as the dense product's (IEEE-754 binary64,
+    round to nearest)."""
+    import dask
+
+    np = _np()
+    r_off, c_off = _graphs._offsets(K.chunks[0]), _graphs._offsets(K.chunks[1])
+    blocks = K.to_delayed()
+    J = len(c_off) - 1
+    tasks = [dask.delayed(_block_compensated)(blocks[i][j], v[c_off[j]:c_off[j + 1]])
+             for i in range(len(r_off) - 1) for j in range(J)]
+    done = dask.compute(*tasks)
+    L = max(1, math.ceil(math.log2(J))) if J > 1 else 0
+    c_tree = L * _proof.U64 * (1.0 + _proof.U64) ** L * (1.0 + 8 * _proof.U64)
+    g_out, b_out = [], []
+    for i in range(len(r_off) - 1):
+        parts = done[i * J:(i + 1) * J]
+        Ss = np.stack([p[0] for p in parts])
+        Es = np.stack([p[1] for p in parts])
+        S, E_tree = _proof._tree_sum(Ss, np)
+        E = np.sum(Es, axis=0) + E_tree
+        g = S + E
+        B = _proof.up(np.sum(np.stack([p[2] for p in parts]), axis=0), J + 1)
+        sum_err = _proof.gamma(2 * J) * (np.sum(np.abs(Es), axis=0) + c_tree * np.sum(np.abs(Ss), axis=0))
+        bound = (_proof.U64 / (1.0 - _proof.U64)) * np.abs(g) + B + _proof.up(sum_err, J + 2)
+        g_out.append(g)
+        b_out.append(_proof.up(bound, 3))
+    return np.concatenate(g_out), np.concatenate(b_out)
+
+
+def _proven(alpha, g, delta, diag, y, loss, lam_sum, tol, K=None):
+    """machines._solve._certificate on the client: (g, P, gap, gap_rounding, ok) from a compensated g.  With K
+    (logistic): the dual point −l′(g)/λ (t = clip(−y·l′(g))) and the term (λ/2)dᵀKd through one more compensated
+    product (d = α − α′ need not be small: a Newton-CG iterate on a singular K keeps null(K) components)."""
+    np = _np()
+    dual_alpha, quad = None, None
+    if K is not None:
+        dual_alpha = -loss.derivative(g, y) / lam_sum
+        quad = compensated_matvec(K, _proof.dual_difference(alpha, y, loss, lam_sum, np, dual_alpha))
+    c = _proof.proven_gap(None, alpha, y, loss, lam_sum, np, g=g, delta=delta, diag=diag, dual_alpha=dual_alpha,
+                          quad_product=quad)
+    if K is not None:  # the quadratic term is part of this gap (not O(u²) here)
+        c["gap"] += 0.5 * lam_sum * float(np.sum(_proof.dual_difference(alpha, y, loss, lam_sum, np, dual_alpha)
+                                                * quad[0]))
+    gap, upper = c["gap"], c["gap_upper"]
+    ok = _proof.certified(upper, c["primal_low"], tol)  # (psd_margin inf: the Lanczos test proves nothing)
+    rounding = _proof.rounding_of(gap, upper)  # NaN stays NaN (the callers refuse a non-finite rounding)
+    return c["g"], c["primal"], gap, rounding, bool(ok)
+
+
 # ------------------------------------------------------------------------------------------ public
 
 
@@ -507,8 +583,8 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
             alpha, g, its, conv = _working_set_qp(cols, y, lo, hi, eps, shift, gap_fn, tol, max_iter, diag_max, chunk)
         except _boxqp.UnboundedDirection as exc:  # the squared hinge, lam/2 below -λ_min(K) + rounding (as machines)
             raise _duality.unbounded_dual_error(_CALLER, exc, lam, lam_sum, n, reduction, n * _eps(K) * fro) from None
-        primal, dual = gap_fn(alpha, g)
-        absKa = np.abs(cols.C) @ np.abs(alpha[cols.idx])  # α is supported on the last working set's columns
+        # α is supported on the last working set's columns: g = K[:, W]·α_W, compensated (proven bound)
+        g, delta = _proof.compensated_matvec(np.ascontiguousarray(cols.C.T, dtype=np.float64), alpha[cols.idx], np)
         kkt = _qp_kkt(alpha, g, y, loss, lam_sum, diag_max)
         extra = dict(max_working_set=cols.max_width, columns_gathered=cols.gathered,
                      distinct_columns=int(np.sum(cols.seen)))
@@ -525,20 +601,24 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
             primal_rep = _duality.primal_from_g(a_dual, g_dual, y, loss, lam_sum, xp)
             if primal_rep - dual <= tol * max(1.0, primal_rep):
                 alpha, g, primal = a_dual, g_dual, primal_rep
-        # g afresh (Newton's g was updated step by step) and |K||α|: two more products
-        g = _graphs.symmetric_matvec(K, alpha)
-        primal = _duality.primal_from_g(alpha, g, y, loss, lam_sum, xp)
-        absKa = _graphs.symmetric_matvec(_graphs._da().abs(K), np.abs(alpha))
-        products += 2
+        # g afresh (Newton's g was updated step by step), compensated block by block with a proven bound
+        g, delta = compensated_matvec(K, alpha)
+        products += 1
         kkt = float(np.max(np.abs(alpha + loss.derivative(g, y) / lam_sum)))
         extra = dict(n_matvec=products)
+    # the proven certificate (machines.solve's: the gap as a sum of Fenchel–Young terms at the compensated g)
+    g, primal, gap, gap_rounding, proven = _proven(alpha, g, delta, _graphs.diagonal(K), y, loss, lam_sum, tol,
+                                                   K if loss.name == "logistic" else None)
+    dual = primal - gap
     _finite_or_error(kmax, K.dtype, y, lam, primal, dual, kkt, alpha)
-    gap_rounding = _duality.gap_rounding(alpha, g, absKa, y, loss, lam_sum, primal, dual, xp)  # as machines.solve
-    conv = conv and primal - dual + gap_rounding <= tol * max(1.0, primal)
+    if not math.isfinite(gap_rounding):
+        stand_in = np.asarray([kmax], dtype=np.float64)
+        raise _duality.overflow_error(_CALLER, "proven bound of the duality gap", stand_in, y, lam, xp)
+    conv = conv and proven
     if not conv:
         warnings.warn(
-            f"{_CALLER}: the {loss.name} solver on the Dask Gram stopped with duality gap {primal - dual:.3g} (+ its "
-            f"rounding estimate {gap_rounding:.3g}) > tol·max(1, P) = {tol * max(1.0, primal):.3g} after {its} "
+            f"{_CALLER}: the {loss.name} solver on the Dask Gram stopped with duality gap {gap:.3g} (+ its "
+            f"proven rounding bound {gap_rounding:.3g}) > tol·max(1, P) = {tol * max(1.0, primal):.3g} after {its} "
             f"iterations.",
             _m.ConvergenceWarning,
             stacklevel=3,
@@ -547,7 +627,7 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
     da = _graphs._da()
     return DaskKernelMachine(
         alpha_=da.from_array(alpha, chunks=(K.chunks[0],)), loss=loss, lam=lam, lam_sum=lam_sum, reduction=reduction,
-        primal_objective=primal / div, dual_objective=dual / div, duality_gap=(primal - dual) / div,
+        primal_objective=primal / div, dual_objective=dual / div, duality_gap=gap / div,
         kkt_residual=kkt, n_iter=its, converged=bool(conv), rkhs_norm_=math.sqrt(max(float(alpha @ g), 0.0)),
         train_output_=da.from_array(g, chunks=(K.chunks[0],)), gap_rounding=gap_rounding / div, **extra,
     )
@@ -586,19 +666,26 @@ def hard_margin_svm(K, y, *, tol=None, max_iter=None, C_max=None, check_psd=True
         return alpha, g, its
 
     alpha, g, _, _, its_total = _solve.soft_margin_path(solve_c, y, scale, C_max, caller, xp)
+    # the proven certificate (machines.hard_margin_svm's): g = K[:, W]·α_W compensated, the gap bounded
+    g, delta = _proof.compensated_matvec(np.ascontiguousarray(cols.C.T, dtype=np.float64), alpha[cols.idx], np)
+    g, gap, upper = _proof.hard_margin_gap(None, alpha, y, np, g=g, delta=delta)
     norm2 = float(alpha @ g)
     primal, dual = 0.5 * norm2, float(y @ alpha) - 0.5 * norm2
-    infeas = max(0.0, 1.0 - float(np.min(y * g)))
+    infeas = 1.0 - float(np.min(y * g))
+    infeas = infeas if not infeas < 0.0 else 0.0  # (max(0.0, nan) would hide a NaN)
     _finite_or_error(kmax, K.dtype, y, 0.0, primal, dual, infeas, alpha)
-    gap_rounding = _duality.hard_margin_rounding(alpha, np.abs(cols.C) @ np.abs(alpha[cols.idx]), norm2, dual, xp)
-    conv = primal - dual + gap_rounding <= tol * max(1.0, primal) and infeas <= math.sqrt(tol)
+    gap_rounding = _proof.rounding_of(gap, upper)
+    if not math.isfinite(gap_rounding):
+        stand_in = np.asarray([kmax], dtype=np.float64)
+        raise _duality.overflow_error(caller, "proven bound of the duality gap", stand_in, y, 0.0, xp)
+    conv = max(gap, 0.0) + gap_rounding <= tol * max(1.0, primal) and infeas <= math.sqrt(tol)
     if not conv:
-        warnings.warn(f"{caller} on the Dask Gram: gap {primal - dual:.3g} (+ its rounding estimate "
+        warnings.warn(f"{caller} on the Dask Gram: gap {gap:.3g} (+ its proven rounding bound "
                       f"{gap_rounding:.3g}), margin violation {infeas:.3g}.", _m.ConvergenceWarning, stacklevel=3)
     da = _graphs._da()
     return DaskKernelMachine(
         alpha_=da.from_array(alpha, chunks=(K.chunks[0],)), loss=loss, lam=0.0, lam_sum=0.0, reduction="sum",
-        primal_objective=primal, dual_objective=dual, duality_gap=primal - dual, kkt_residual=infeas,
+        primal_objective=primal, dual_objective=dual, duality_gap=gap, kkt_residual=infeas,
         n_iter=its_total, converged=bool(conv), rkhs_norm_=math.sqrt(max(norm2, 0.0)), gap_rounding=gap_rounding,
         train_output_=da.from_array(g, chunks=(K.chunks[0],)), max_working_set=cols.max_width,
         columns_gathered=cols.gathered, distinct_columns=int(np.sum(cols.seen)),
