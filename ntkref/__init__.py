@@ -26,8 +26,8 @@ except BackendError:
 __version__ = "0.1.0"
 
 _SUBMODULES = (
-    "adversarial", "bounds", "certify", "cli", "data", "datasets", "distributions", "dynamics", "equivalence",
-    "golden", "kernels", "kkt", "krr", "losses", "machines", "margins", "mean_field", "nets", "regularizers",
+    "adversarial", "bounds", "certify", "cli", "data", "datasets", "distributions", "dynamics", "enclosures",
+    "equivalence", "golden", "intervals", "kernels", "kkt", "krr", "losses", "machines", "margins", "mean_field", "nets", "regularizers",
     "sparsity", "testing",
 )
 

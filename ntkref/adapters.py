@@ -1,7 +1,7 @@
 r"""Adapters between ntkref's conventions and peers' objects: neural-tangents ``stax`` models and scikit-learn
 estimators fitted on a precomputed Gram matrix.
 
-neural-tangents (optional: ``pip install ntkref[peers]``; imported only when a ``stax_*`` function is called)
+neural-tangents (optional: ``pip install -e ".[peers]"`` from ntkref's checkout; imported only by ``stax_*``)
 -------------------------------------------------------------------------------------------------------------
 :func:`stax_fc` and :func:`stax_cntk` return the ``(init_fn, apply_fn, kernel_fn)`` of the stax model whose
 infinite-width kernels are ``kernels.fc`` / ``kernels.cntk`` with the same parameters (docs/conventions.md, 'FC
@@ -44,8 +44,10 @@ def _stax():
         import neural_tangents
     except ImportError as exc:
         raise ImportError(
-            "ntkref.adapters.stax_fc/stax_cntk need neural-tangents (and jax): install the 'peers' extra, "
-            "pip install 'ntkref[peers]'."
+            "ntkref.adapters.stax_fc/stax_cntk need neural-tangents (and jax): install the 'peers' extra from "
+            "ntkref's checkout, pip install -e \".[peers]\" (ntkref is not on a package index, so "
+            "pip install \"ntkref[peers]\" does not work; neural-tangents 0.6.5 imports TensorFlow, which the "
+            "extra pulls in: use a dedicated virtual environment to keep it out of yours)."
         ) from exc
     return neural_tangents.stax
 

@@ -85,6 +85,17 @@ optimal, and the midpoint is returned (libsvm's choice), or its finite end if th
 is ``intercept_interval_``.  The squared loss has the closed form [[K + (λ/2)I, 1], [1ᵀ, 0]]·[α; b] = [y; 0];
 logistic regression with an intercept is solved by damped Newton in (β, b).
 
+Verdict and convention slips (:func:`diagnose`).  The duality gap is a certificate: gap ≤ tol·max(1, |P|) proves
+P(α, b) − P* ≤ tol·max(1, |P|) (weak duality; in real arithmetic on the given floats, up to the rounding of the gap's
+own evaluation).  A candidate that fails it is recomputed under the usual slips — λ′ = 2λ (an SVM's C = 1/(2λ), or
+the squared loss with ½), λ/2 (C = 2/λ), 1/λ (C = λ: λ and C swapped), nλ and λ/n (sum vs mean), the intercept
+missing or added — by its own duality gap *under that problem*, and a slip is named only when that gap meets the
+same tolerance: the candidate provably solves the slipped problem.  The same on K rounded to float32 (libsvm's
+kernel cache): the correct problem there is kind ``"precision"``, a slip there is still ``"convention"``.
+Otherwise the kind is ``"formula"`` (an inexact solve — a loose stopping tolerance — or a wrong formula), or
+``"precision"`` when the gap is within 10·n·eps of K's dtype (the tolerance asked for is below what that precision
+certifies).  No hint is better than a wrong one: nothing is named that the certificate does not confirm.
+
 Devices.  Validation, objectives, gaps and residuals run in K's namespace on K's device.  Two explicit host steps
 (as :mod:`ntkref.machines`' active-set solvers): the active-set QP (K and y copied to the host once, solved in
 float64 with NumPy, α copied back to K's device in K's dtype) and the exact projection of an O(n) vector onto the
@@ -92,14 +103,20 @@ dual's feasible set.  b and all diagnostics are Python floats.
 """
 from __future__ import annotations
 
+import math
+import warnings
+from dataclasses import dataclass
+
 import numpy as np
 
+from . import losses, machines
 from ._lib.api import set_public_module
 from ._lib.backend import device_of, namespace
-from ._lib.validation import InvalidParameterError, check_int
+from ._lib.validation import InvalidParameterError, check_int, check_option, check_real
 from .machines._intercept import InterceptMachine, duality_gap, fit_with_intercept, kkt_residual
 
-__all__ = ["InterceptMachine", "kkt_residual", "duality_gap", "fit_with_intercept", "from_sklearn_svc"]
+__all__ = ["InterceptMachine", "kkt_residual", "duality_gap", "fit_with_intercept", "from_sklearn_svc",
+           "KKTDiagnosis", "diagnose"]
 
 
 def from_sklearn_svc(svc, n, *, like=None):
@@ -139,6 +156,214 @@ def from_sklearn_svc(svc, n, *, like=None):
         xp = namespace(like)
         alpha = xp.asarray(alpha, dtype=like.dtype, device=device_of(like))
     return alpha, b
+
+
+# --------------------------------------------------------------------------- verdict and convention slips
+
+_C_LOSSES = ("hinge", "squared_hinge", "epsilon_insensitive", "logistic")  # scikit-learn's C = 1/λ (sum)
+
+
+def _convention_slips(lam, n, loss_name, reduction, fit_intercept):
+    """The usual slips as (labels, message, λ′, fit_intercept′) in the asked ``reduction``, merged where two λ′
+    coincide (n = 2: nλ = 2λ); λ′ = λ only for the intercept toggled."""
+    c_loss = loss_name in _C_LOSSES
+    mean = reduction == "mean"
+    trials = [
+        ("C = 1/(2*lam)" if c_loss else "lam' = 2*lam", 2 * lam,
+         "C = 1/(2λ) where C = 1/λ belongs (scikit-learn's SVC/LogisticRegression: C = ntkref.adapters.svc_C(λ); "
+         "docs/conventions.md, 'SVM')"
+         if c_loss else "λ′ = 2λ: the squared loss with ½, or KernelRidge(alpha=λ) where alpha = λ/2 belongs "
+                        "(docs/conventions.md)"),
+        ("C = 2/lam" if c_loss else "lam' = lam/2", lam / 2,
+         "C = 2/λ where C = 1/λ belongs" if c_loss else "λ′ = λ/2: λ vs λ/2 the other way round"),
+        ("C = lam" if c_loss else "lam' = 1/lam", 1 / lam,
+         "C = λ where C = 1/λ belongs (λ and C swapped)" if c_loss else "λ′ = 1/λ: a C-style parameter passed as λ"),
+        ("mean vs sum: lam' = n*lam" if not mean else "lam' = n*lam", n * lam,
+         ("the loss averaged where the sum was asked (λ′ = nλ; SVC with C = 1/(nλ))" if not mean else
+          "λ′ = nλ (the sum and the mean confused the other way round)")),
+        ("sum vs mean: lam' = lam/n" if mean else "lam' = lam/n", lam / n,
+         ("the loss summed where the mean was asked (λ′ = λ/n; SVC with C = 1/λ where C = 1/(nλ) belongs)" if mean
+          else "λ′ = λ/n (C = n/λ: the sum and the mean confused the other way round)")),
+    ]
+    out = []
+    for label, lam2, message in trials:
+        if not (math.isfinite(lam2) and lam2 > 0) or lam2 == lam:
+            continue
+        for item in out:
+            if item[2] == lam2:
+                item[0].append(label)
+                item[1].append(message)
+                break
+        else:
+            out.append(([label], [message], lam2, fit_intercept))
+    if fit_intercept:
+        out.append((["no intercept"], ["the intercept is missing: α is the machine without intercept f = Kα "
+                                       "(fit the unregularised b, e.g. SVC's intercept_)"], lam, False))
+    else:
+        out.append((["intercept"], ["the candidate fits an unregularised intercept f = Kα + b (scikit-learn's SVC "
+                                    "does): check it as the machine with an intercept (check_fit(fit_intercept=True), "
+                                    "compare --fit-intercept)"], lam, True))
+    return [(" / ".join(labels), "; or ".join(msgs), lam2, fi) for labels, msgs, lam2, fi in out]
+
+
+def _objective(alpha, K, y, loss, lam, intercept, reduction):
+    """P(α) of seed 000 eq. (7), or P(α, b) with the intercept b (the ``reduction`` convention), in float64."""
+    if intercept is None:
+        return float(machines.objective(alpha, K, y, loss, lam, reduction=reduction))
+    xp = namespace(K)
+    K, y, alpha = (xp.astype(a, xp.float64) for a in (K, y, alpha))
+    n = K.shape[0]
+    g = K @ alpha
+    lam_sum = lam * n if reduction == "mean" else lam
+    val = 0.5 * lam_sum * float(xp.sum(alpha * g)) + float(xp.sum(loss.value(g + intercept, y)))
+    return val / (n if reduction == "mean" else 1)
+
+
+def _relative_gap(alpha, K, y, loss, lam, intercept, reduction):
+    """(gap, P, gap / max(1, |P|)) of the candidate for one problem; inf where it cannot be evaluated."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            gap = float(duality_gap(alpha, K, y, loss, lam, intercept=intercept, reduction=reduction))
+            P = _objective(alpha, K, y, loss, lam, intercept, reduction)
+    except (InvalidParameterError, ValueError, ArithmeticError, np.linalg.LinAlgError):
+        return math.inf, math.nan, math.inf
+    rel = gap / max(1.0, abs(P)) if math.isfinite(gap) and math.isfinite(P) else math.inf
+    return gap, P, max(rel, 0.0) if not math.isnan(rel) else math.inf
+
+
+def _best_intercept(K, y, loss, lam, reduction):
+    """ntkref's b for the machine with an intercept (to test a bias-free candidate α as that machine's)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return fit_with_intercept(K, y, loss, lam, reduction=reduction, check_psd=False).intercept_
+    except (InvalidParameterError, ValueError, ArithmeticError, np.linalg.LinAlgError):
+        return None
+
+
+@dataclass(frozen=True)
+class KKTDiagnosis:
+    """The verdict of :func:`diagnose` on a candidate (α, b).
+
+    Attributes
+    ----------
+    optimal : bool
+        relative_gap ≤ tol: P(α, b) − P* ≤ tol·max(1, |P|) is then proven (weak duality).
+    kind : {"ok", "convention", "precision", "formula"}
+        Why not (module docstring, 'Verdict and convention slips').
+    hint : str
+        The slip that the candidate provably solves, or ``""`` (no hint rather than a wrong one).
+    slips : tuple of str
+        Labels of the slips matched (e.g. ``("C = 1/(2*lam)",)``; ``"float32 K"`` for the exact problem on K rounded
+        to float32).
+    relative_gap, duality_gap, objective, kkt_residual, tol : float
+        The certificate of the problem asked (the ``reduction`` convention) and the threshold applied.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntkref import kkt
+    >>> d = kkt.diagnose(np.zeros(2), np.eye(2), np.array([1.0, -1.0]), "squared", 1.0)   # α = 0: no solution
+    >>> d.optimal, d.kind, d.hint
+    (False, 'formula', '')
+    """
+
+    optimal: bool
+    kind: str
+    hint: str
+    slips: tuple
+    relative_gap: float
+    duality_gap: float
+    objective: float
+    kkt_residual: float
+    tol: float
+
+    def __str__(self):
+        head = (f"{'optimal' if self.optimal else 'NOT optimal'}: relative duality gap {self.relative_gap:.3g} "
+                f"{'<=' if self.optimal else '>'} tol {self.tol:g} (KKT residual {self.kkt_residual:.3g})")
+        return head + ("" if self.optimal else f"; kind {self.kind}") + (f"; hint: {self.hint}" if self.hint else "")
+
+
+def diagnose(alpha, K, y, loss, lam, *, intercept=None, reduction="sum", tol=1e-8, loss_options=None):
+    r"""Is a candidate (α, b) the solution, to a stated tolerance — and if not, which usual slip does it solve?
+
+    The verdict is the certificate of the module docstring: ``optimal`` when the relative duality gap
+    gap/max(1, |P(α, b)|) ≤ ``tol`` (then P − P* ≤ tol·max(1, |P|), proven by weak duality up to the rounding of
+    the gap's evaluation).  When it fails, the candidate's own duality gap is evaluated under each usual slip
+    (λ′ = 2λ, λ/2, 1/λ, nλ, λ/n — for SVM losses named as C = 1/(2λ), 2/λ, λ, … with C = 1/λ the correct
+    mapping — and the intercept missing or added), on K and on K rounded to float32 (libsvm's cache); a slip is
+    named only when the gap under it meets the same ``tol``.
+
+    Parameters
+    ----------
+    alpha, K, y, loss, lam, intercept, reduction
+        As :func:`kkt_residual` (``intercept=None``: the machine without intercept; a number: with one, at b).
+    tol : float
+        Threshold on the relative duality gap (default 1e-8; the exact solvers reach ~1e-15, libsvm on a float64
+        K ~1e-7: its float32 kernel cache).
+    loss_options : dict, optional
+        For :func:`ntkref.losses.get` (e.g. ``{"epsilon": 0.2}``).
+
+    Returns
+    -------
+    KKTDiagnosis
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntkref import kernels, kkt
+    >>> X = np.random.default_rng(5).standard_normal((40, 3))
+    >>> y = np.where(X[:, 0] + 0.7 > 0, 1.0, -1.0)
+    >>> K, lam = kernels.fc(X, depth=1).ntk, 0.1
+    >>> m = kkt.fit_with_intercept(K, y, "hinge", lam)
+    >>> kkt.diagnose(m.alpha_, K, y, "hinge", lam, intercept=m.intercept_).optimal
+    True
+    >>> slipped = kkt.fit_with_intercept(K, y, "hinge", 2 * lam)        # an SVC with C = 1/(2λ)
+    >>> d = kkt.diagnose(slipped.alpha_, K, y, "hinge", lam, intercept=slipped.intercept_)
+    >>> d.optimal, d.kind, d.slips
+    (False, 'convention', ('C = 1/(2*lam)',))
+    """
+    caller = "kkt.diagnose"
+    tol = check_real(tol, "tol", caller=caller, low=0.0)
+    reduction = check_option(reduction, "reduction", ("sum", "mean"), caller=caller)
+    loss_obj = losses.get(loss, **(loss_options or {})) if isinstance(loss, str) else loss
+    if getattr(intercept, "shape", None) == (1,):
+        intercept = intercept[0]
+    b = None if intercept is None else check_real(intercept, "intercept", caller=caller)
+    resid = float(kkt_residual(alpha, K, y, loss_obj, lam, intercept=b, reduction=reduction))
+    gap, P, rel = _relative_gap(alpha, K, y, loss_obj, lam, b, reduction)
+    lam = float(lam)
+    if rel <= tol:
+        return KKTDiagnosis(True, "ok", "", (), rel, gap, P, resid, tol)
+    xp = namespace(K)
+    n = K.shape[0]
+    K32 = xp.astype(xp.astype(K, xp.float32), K.dtype)
+    grams = [(K, "")]
+    if bool(xp.any(K32 != K)):
+        grams.append((K32, " (on K rounded to float32, as libsvm's kernel cache holds it)"))
+    if len(grams) == 2 and _relative_gap(alpha, K32, y, loss_obj, lam, b, reduction)[2] <= tol:
+        return KKTDiagnosis(False, "precision", "the candidate solves this problem exactly for K rounded to float32 "
+                            "(libsvm, behind scikit-learn's SVC, caches K in single precision): check it on a Gram "
+                            "exact in float32, or with a tolerance of ~1e-6", ("float32 K",), rel, gap, P, resid, tol)
+    matched, messages = [], []
+    for label, message, lam2, fi in _convention_slips(lam, n, loss_obj.name, reduction, b is not None):
+        for Kt, where in grams:
+            if fi and b is None:
+                b2 = _best_intercept(Kt, y, loss_obj, lam2, reduction)
+                if b2 is None:
+                    continue
+            else:
+                b2 = b if fi else None
+            if _relative_gap(alpha, Kt, y, loss_obj, lam2, b2, reduction)[2] <= tol:
+                matched.append(label + (" (float32 K)" if where else ""))
+                messages.append(f"the candidate solves the problem with {label}: {message}{where}")
+                break
+    if matched:
+        return KKTDiagnosis(False, "convention", "; ".join(messages), tuple(matched), rel, gap, P, resid, tol)
+    eps = float(np.finfo(np.float32 if K.dtype == xp.float32 else np.float64).eps)
+    kind = "precision" if rel <= 10 * n * eps else "formula"
+    return KKTDiagnosis(False, kind, "", (), rel, gap, P, resid, tol)
 
 
 set_public_module(__name__, globals(), __all__)

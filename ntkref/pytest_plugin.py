@@ -15,19 +15,29 @@ and ``check_certificate`` are those of :mod:`ntkref.testing` with these defaults
 1. the command-line options: ``--ntkref-mode {assert,measure}`` (default ``assert``),
    ``--ntkref-max-examples N`` (default: each checker's own), ``--ntkref-seed S`` (default 0);
 2. the marker's keyword arguments (``@pytest.mark.ntkref(...)`` on the test, its class or module); a keyword a
-   checker does not take is ignored by that checker (so one marker can serve check_kernel and check_fit);
+   checker does not take is ignored by that checker (so one marker can serve check_kernel and check_fit), but a
+   keyword *no* checker takes (a typo such as ``max_exampels``) is an error naming it, the closest valid keyword
+   and the valid ones;
 3. the call's own keyword arguments.
 
-``--ntkref-report DIR`` writes each check's report as JSON (``CheckReport.to_dict()``, schema
-``ntkref.testing.REPORT_SCHEMA``) to ``DIR/<test id>-<k>.json``, whether it passed or failed, and, for kernel
-checks in measure mode, the per-entry table next to it (``.csv``).  The fixture's ``reports`` list holds the
-reports of the test.  The terminal summary lists the files written.
+``--ntkref-report DIR`` writes each check's report as JSON (``CheckReport.to_dict()``: the 20 worst failing
+entries and the counts, a few kilobytes; schema ``ntkref.testing.REPORT_SCHEMA``) to ``DIR/<test id>-<k>.json``,
+whether it passed or failed; its ``test_id`` is the pytest node id.  ``--ntkref-report-csv`` adds, for kernel checks
+in measure mode, the whole per-entry table next to it (``.csv``).  The fixture's ``reports`` list holds the reports
+of the test.  The terminal summary lists the files written.
+
+Hypothesis' files never go to the working directory (:mod:`ntkref.testing._storage`): the checks use no example
+database (they are seeded: ``--ntkref-seed`` reproduces a run, the ``@example`` line a failure), and hypothesis'
+storage directory (its scratch files) is ``--ntkref-hypothesis-dir PATH`` (alias ``--ntkref-hypothesis-db``), else
+the ini option ``ntkref_hypothesis_dir``, else ``$NTKREF_HYPOTHESIS_DIR``, else ``$XDG_CACHE_HOME/ntkref/hypothesis``
+(``~/.cache/ntkref/hypothesis``).
 
 The plugin imports nothing heavy at start-up (``ntkref.testing`` and hypothesis only when the fixture is used),
 so it costs nothing to test suites that do not use it.
 """
 from __future__ import annotations
 
+import difflib
 import inspect
 import os
 import re
@@ -48,6 +58,15 @@ def pytest_addoption(parser):
     group.addoption("--ntkref-max-examples", type=int, default=None, metavar="N",
                     help="hypothesis examples per check (default: each checker's own)")
     group.addoption("--ntkref-seed", type=int, default=0, metavar="S", help="hypothesis seed of the checks")
+    group.addoption("--ntkref-report-csv", action="store_true", default=False,
+                    help="with --ntkref-report: also write the whole per-entry table of kernel checks as CSV")
+    group.addoption("--ntkref-hypothesis-dir", "--ntkref-hypothesis-db", dest="ntkref_hypothesis_dir",
+                    metavar="PATH", default=None,
+                    help="where hypothesis keeps its files during the checks (default: $NTKREF_HYPOTHESIS_DIR, else "
+                         "$XDG_CACHE_HOME/ntkref/hypothesis, never the working directory; the seeded checks use no "
+                         "example database); also the ini option ntkref_hypothesis_dir")
+    parser.addini("ntkref_hypothesis_dir", "where hypothesis keeps its files during the ntkref_oracle checks",
+                  default=None)
 
 
 def pytest_configure(config):
@@ -73,22 +92,28 @@ class Oracle:
         Where reports are written (``--ntkref-report``).
     """
 
-    def __init__(self, defaults, report_dir=None, name="test", written=None):
+    def __init__(self, defaults, report_dir=None, name="test", written=None, *, csv=False, hypothesis_dir=None):
         self.defaults = dict(defaults)
         self.reports = []
         self.report_dir = report_dir
+        self.test_id = name
+        self.csv = bool(csv)
+        self.hypothesis_dir = hypothesis_dir
         self._name = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "test"
         self._written = written if written is not None else []
 
     def _run(self, check, candidate, kwargs):
         from . import testing  # lazily: hypothesis only when the fixture is used (module docstring)
+        from .testing import _storage
 
         fn = getattr(testing, check)
         accepted = inspect.signature(fn).parameters
         merged = {k: v for k, v in self.defaults.items() if k in accepted}
         merged.update(kwargs)
         raise_on_failure = merged.pop("raise_on_failure", True)
-        report = fn(candidate, raise_on_failure=False, **merged)
+        with _storage.storage_dir(self.hypothesis_dir):
+            report = fn(candidate, raise_on_failure=False, **merged)
+        report.test_id = self.test_id
         self.reports.append(report)
         self._write(report)
         if not report.passed and raise_on_failure:
@@ -102,7 +127,7 @@ class Oracle:
         base = os.path.join(self.report_dir, f"{self._name}-{len(self.reports)}")
         report.to_json(base + ".json")
         self._written.append(base + ".json")
-        if report.entries:
+        if report.entries and self.csv:
             report.to_csv(base + ".csv")
             self._written.append(base + ".csv")
 
@@ -139,9 +164,43 @@ def ntkref_oracle(request):
         if marker.args:
             raise pytest.UsageError("@pytest.mark.ntkref takes keyword arguments only "
                                     f"(got positional {marker.args!r}).")
+        _check_marker_keywords(marker.kwargs)
         defaults.update(marker.kwargs)
     written = config.stash[_REPORTS_KEY] if _REPORTS_KEY is not None else []
-    return Oracle(defaults, config.getoption("--ntkref-report"), request.node.nodeid, written)
+    return Oracle(defaults, config.getoption("--ntkref-report"), request.node.nodeid, written,
+                  csv=config.getoption("--ntkref-report-csv"), hypothesis_dir=_hypothesis_dir(config))
+
+
+def _valid_keywords():
+    """The keyword arguments at least one checker takes (the marker's vocabulary)."""
+    from . import testing
+
+    names = set()
+    for check in _CHECKS:
+        params = inspect.signature(getattr(testing, check)).parameters.values()
+        names |= {p.name for p in params if p.kind is not inspect.Parameter.VAR_KEYWORD} - {"candidate"}
+    return sorted(names)
+
+
+def _check_marker_keywords(kwargs):
+    valid = _valid_keywords()
+    unknown = [k for k in kwargs if k not in valid]
+    if not unknown:
+        return
+    parts = []
+    for k in unknown:
+        close = difflib.get_close_matches(k, valid, n=1)
+        parts.append(f"{k!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    raise pytest.UsageError(f"@pytest.mark.ntkref got unknown keyword argument(s) {', '.join(parts)}: no ntkref "
+                            f"check takes them. Valid keywords: {', '.join(valid)}.")
+
+
+def _hypothesis_dir(config):
+    """--ntkref-hypothesis-dir, else the ini option, else None (``ntkref.testing._storage``'s default)."""
+    value = config.getoption("ntkref_hypothesis_dir")
+    if value is None:
+        value = config.getini("ntkref_hypothesis_dir") or None
+    return value
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

@@ -432,10 +432,13 @@ def test_compare_reports_non_finite_candidates_apart(data, capsys):
     assert scaled["location"] == [2, 4] and scaled["max"] == pytest.approx(3e-9, rel=1e-4)  # not inf
     assert rep["non_finite"][0]["row"] == 0 and rep["non_finite"][0]["col"] == 3
     assert rep["non_finite"][0]["candidate"] is None and rep["non_finite"][0]["non_finite"]["candidate"] == "nan"
-    assert rep["groups"]["non_finite"]["count"] == 1 and rep["groups"]["precision"]["count"] == 1
-    assert rep["groups"]["precision"]["worst"][0]["row"] == 2 and rep["groups"]["precision"]["worst"][0]["col"] == 4
+    # 3e-9 at a generic pair is far above the precision band (1e3·eps·(d + L + 2 + κ) ~ 1e-12 here): a formula
+    # error, not lost digits (issue 24: kinds by cause, not by size)
+    assert rep["groups"]["non_finite"]["count"] == 1 and rep["groups"]["formula"]["count"] == 1
+    assert rep["groups"]["precision"]["count"] == 0
+    assert rep["groups"]["formula"]["worst"][0]["row"] == 2 and rep["groups"]["formula"]["worst"][0]["col"] == 4
     # the minimal example of a kernel entry is its pair of input rows
-    minimal = rep["groups"]["precision"]["minimal"]["inputs"]
+    minimal = rep["groups"]["formula"]["minimal"]["inputs"]
     assert minimal["x1_row"] == x1[2].tolist() and minimal["x2_row"] == x1[4].tolist()
 
 
@@ -592,7 +595,14 @@ def test_valid_tolerances_still_give_the_verdicts(data, capsys):
     base = ["compare", "--kind", "kernel", "--x1", tmp / "a.npy", "--candidate"]
     assert run(base + [tmp / "twice.npy", "--rtol", "1e300"], capsys)[0] == 0
     assert run(base + [tmp / "twice.npy", "--rtol", "0", "--atol", "0"], capsys)[0] == 1
-    assert run(base + [tmp / "k.npy", "--rtol", "0", "--atol", "0"], capsys)[0] == 0
+    # tolerance 0 asks for the exact kernel (verdicts against the exact value, ntkref._verdicts): ntkref's own
+    # float kernel is not exact, and is proven so; the exact kernel, where it is a float, agrees
+    assert run(base + [tmp / "k.npy", "--rtol", "0", "--atol", "0"], capsys)[0] == 1
+    xi = np.array([[1.0, -2.0, 3.0, 0.0], [4.0, 1.0, -1.0, 2.0], [0.0, 0.0, 5.0, -3.0]])  # depth 0: x·x′/4, exact
+    np.save(tmp / "xi.npy", xi)
+    np.save(tmp / "exact0.npy", xi @ xi.T / 4)
+    assert run(["compare", "--kind", "kernel", "--x1", tmp / "xi.npy", "--depth", "0", "--candidate",
+                tmp / "exact0.npy", "--rtol", "0", "--atol", "0"], capsys)[0] == 0
 
 
 @pytest.mark.parametrize("family, option", [("cntk", ["--activation", "erf"]), ("cntk", ["--activation", "relu"]),
@@ -719,7 +729,7 @@ def _check_entry(e):
     for key, types in _ENTRY_KEYS.items():
         assert isinstance(e[key], types), (key, e[key])
     assert e["tolerance_applied"] in ("user", "ntkref")
-    assert e["group"] in ("ok", "non_finite", "convention", "precision")
+    assert e["group"] in ("ok", "non_finite", "convention", "formula", "precision")
     for field, text in e["non_finite"].items():
         assert e[field] is None and text in ("nan", "inf", "-inf")
 
@@ -743,7 +753,7 @@ def _check_report_schema(rep, arrays):
         assert a["tolerance_applied"]["user"] + a["tolerance_applied"]["ntkref"] == a["n_entries"]
         for stat in a["errors"].values():
             assert isinstance(stat["max"], (float, type(None))) and isinstance(stat["median"], (float, type(None)))
-        for kind in ("non_finite", "convention", "precision"):
+        for kind in ("non_finite", "convention", "formula", "precision"):
             g = a["groups"][kind]
             assert isinstance(g["count"], int)
             for e in g["worst"]:
@@ -751,7 +761,8 @@ def _check_report_schema(rep, arrays):
                 assert e["group"] == kind
         for e in a["non_finite"] + a["worst"]:
             _check_entry(e)
-        assert a["n_outside"] == sum(a["groups"][k]["count"] for k in ("non_finite", "convention", "precision"))
+        assert a["n_outside"] == sum(a["groups"][k]["count"] for k in ("non_finite", "convention", "formula",
+                                                                       "precision"))
 
 
 def test_compare_report_schema_and_csv_table(data, capsys):
@@ -788,7 +799,7 @@ def test_compare_report_schema_and_csv_table(data, capsys):
         assert float(r["reference"]) == pytest.approx(ref[i, j], rel=1e-13, abs=1e-13 * scale[i, j])
         outside = (i, j) in ((1, 2), (3, 0))
         assert int(r["outside"]) == outside and r["group"] == ("ok" if not outside else
-                                                              "non_finite" if (i, j) == (3, 0) else "precision")
+                                                              "non_finite" if (i, j) == (3, 0) else "formula")
         if not outside:
             assert float(r["scaled_error"]) <= 1e-13  # ntkref vs mpmath: within ntkref's bound
     assert rows[3 * 4 + 0]["candidate"] == "inf" and rows[3 * 4 + 0]["scaled_error"] == "inf"
@@ -823,28 +834,37 @@ def test_compare_get_both(data, capsys):
 
 
 def test_compare_verdict_uses_ntkref_bound(data, capsys):
-    """With a user tolerance of 0 the exact (50-digit mpmath) kernel still agrees: each entry's tolerance is
-    max(0, ntkref's certified 1e-13) and the report says so; an error of 1e-12 > 1e-13 is still caught."""
+    """Verdicts against the exact kernel (ntkref._verdicts): at a user tolerance of 1e-14 — below the old floor
+    max(τ, 1e-13) — the exact (50-digit mpmath) kernel agrees, every verdict proven, and an error of 3e-14 of the
+    scale, which the old rule passed, is caught (proven); an error of 1e-12 at tolerance 0 too."""
     import json
 
     tmp, x1, x2 = data
     ref = _mp_kernel(x1, x2, 3, W=1.3, b=0.2)
     np.save(tmp / "exact.npy", ref)
     base = ["compare", "--kind", "kernel", "--x1", tmp / "a.npy", "--x2", tmp / "b.npy", "--depth", 3,
-            "--W-std", 1.3, "--b-std", 0.2, "--rtol", 0, "--report", tmp / "r.json"]
-    code, out = run(base + ["--candidate", tmp / "exact.npy"], capsys)
-    rep = json.loads((tmp / "r.json").read_text())["arrays"]["ntk"]
+            "--W-std", 1.3, "--b-std", 0.2, "--report", tmp / "r.json"]
+    code, out = run(base + ["--rtol", "1e-14", "--candidate", tmp / "exact.npy"], capsys)
+    full = json.loads((tmp / "r.json").read_text())
+    rep = full["arrays"]["ntk"]
     assert code == 0, out.out
-    assert rep["tolerance_applied"] == {"user": 0, "ntkref": 20} and "ntkref's own error bound" in out.out
+    assert rep["tolerance_applied"] == {"user": 20, "ntkref": 0}
+    assert rep["verdicts"]["n_proven"] == 20 and full["verdicts"]["n_proven"] == 20
+    assert "verdicts proven: 20 of 20" in out.out
     d1 = np.array([float(fc_pair(a, a, 3, 1.3, 0.2)[1]) for a in x1])
     d2 = np.array([float(fc_pair(c, c, 3, 1.3, 0.2)[1]) for c in x2])
     bad = ref.copy()
-    bad[4, 3] += 1e-12 * np.sqrt(d1[4] * d2[3])
+    bad[4, 3] += 3e-14 * np.sqrt(d1[4] * d2[3])
     np.save(tmp / "bad.npy", bad)
-    code, out = run(base + ["--candidate", tmp / "bad.npy"], capsys)
+    code, out = run(base + ["--rtol", "1e-14", "--candidate", tmp / "bad.npy"], capsys)
     rep = json.loads((tmp / "r.json").read_text())["arrays"]["ntk"]
-    assert code == 1 and rep["n_outside"] == 1 and rep["worst"][0]["tolerance"] == 1e-13
-    assert rep["worst"][0]["tolerance_applied"] == "ntkref"
+    assert code == 1 and rep["n_outside"] == 1 and rep["verdicts"]["n_proven"] == 20  # the other 19 agree
+    w = rep["worst"][0]
+    assert (w["row"], w["col"]) == (4, 3) and w["tolerance"] == 1e-14
+    assert w["tolerance_applied"] == "user" and w["proven"] is True
+    bad[4, 3] = ref[4, 3] + 1e-12 * np.sqrt(d1[4] * d2[3])
+    np.save(tmp / "bad.npy", bad)
+    assert run(base + ["--rtol", "0", "--candidate", tmp / "bad.npy"], capsys)[0] == 1
 
 
 def test_compare_kernel_convention_hints(data, capsys):
@@ -864,11 +884,12 @@ def test_compare_kernel_convention_hints(data, capsys):
         assert code == 1 and text in out.out
         assert [h["hypothesis"].split(" ")[0] for h in rep["hints"]] == [hypothesis.split(" ")[0]]
         assert rep["arrays"]["ntk"]["groups"]["convention"]["count"] == rep["arrays"]["ntk"]["n_outside"] > 0
-    wrong = _mp_kernel(x1, x1, L) + 1e-3  # not a convention
+    wrong = _mp_kernel(x1, x1, L) + 1e-3  # not a convention: a formula error (not "lost digits"), and no hint
     np.save(tmp / "c.npy", wrong)
     code, out = run(base + ["--candidate", tmp / "c.npy"], capsys)
     rep = json.loads((tmp / "r.json").read_text())
-    assert code == 1 and rep["hints"] == [] and rep["arrays"]["ntk"]["groups"]["precision"]["count"] == 25
+    assert code == 1 and rep["hints"] == [] and rep["arrays"]["ntk"]["groups"]["formula"]["count"] == 25
+    assert rep["arrays"]["ntk"]["groups"]["precision"]["count"] == 0 and "hint:" not in out.out
 
 
 LAM, N = 0.5, 8

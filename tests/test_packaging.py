@@ -153,3 +153,39 @@ def test_wheel_smoke():
     assert run.returncode == 0, out[-6000:]
     assert re.search(r"wheel smoke \(core\): \d+ passed, 0 failed", out), out[-3000:]
     assert re.search(r"wheel smoke \(plugin\): \d+ passed, 0 failed", out), out[-3000:]
+
+
+def _third_party_imports(path):
+    """Top-level names of every module an ntkref file imports (absolute imports only)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names - set(sys.stdlib_module_names) - {"ntkref"}
+
+
+def test_the_oracle_extra_is_what_the_oracle_imports():
+    """`pip install -e ".[oracle]"` installs hypothesis and nothing else; every package ntkref.testing, the pytest
+    plugin and the golden record/replay import is then a core dependency, hypothesis, or pytest (the plugin runs
+    inside pytest) — and the whole core (what ntkref.testing builds on) needs no other extra."""
+    meta = _pyproject()["project"]
+    assert meta["optional-dependencies"]["oracle"] == ["hypothesis>=6.80"]
+    dist = {re.split(r"[<>=!\[ ;]", d)[0].replace("-", "_") for d in meta["dependencies"]}
+    allowed = dist | {"hypothesis", "pytest"} | {"array_api_compat", "numpy", "scipy", "threadpoolctl", "tqdm"}
+    files = [*sorted((PACKAGE / "testing").glob("*.py")), PACKAGE / "pytest_plugin.py",
+             *sorted((PACKAGE / "golden").glob("*.py"))]
+    found = {str(p.relative_to(ROOT)): sorted(_third_party_imports(p) - allowed) for p in files}
+    assert {k: v for k, v in found.items() if v} == {}
+
+
+def test_install_messages_say_what_works_from_a_checkout():
+    """ntkref is not on a package index: `pip install "ntkref[peers]"` fails, so no message or doc says it; they say
+    `pip install -e ".[EXTRA]"` from the checkout."""
+    texts = {str(p.relative_to(ROOT)): p.read_text(encoding="utf-8")
+             for p in [*PACKAGE.rglob("*.py"), *(ROOT / "docs").glob("*.md"), ROOT / "README.md",
+                       ROOT / "validation" / "peers.py"]}
+    bad = re.compile(r"pip install ['\"]?ntkref\[")
+    assert {k for k, t in texts.items() if bad.search(t)} == set()
+    assert '.[peers]' in texts["ntkref/adapters.py"] and '.[oracle]' in texts["ntkref/testing/__init__.py"]

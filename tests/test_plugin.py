@@ -104,14 +104,58 @@ def test_peer_module_measure_mode_writes_tables(pytester):
     pytester.makepyfile(test_peer=PEER_MODULE)
     out_dir = pytester.path / "reports"
     result = pytester.runpytest(*PLUGIN, "-p", "no:cacheprovider", "--ntkref-mode", "measure", "--ntkref-max-examples", "10",
-                                "--ntkref-report", str(out_dir), "-k", "wrong")
+                                "--ntkref-report", str(out_dir), "--ntkref-report-csv", "-k", "wrong")
     result.assert_outcomes(failed=1, deselected=2)
     (report,) = _reports(out_dir).values()
     assert report["mode"] == "measure" and report["n_examples_by_source"]["hypothesis"] == 10
-    assert report["failures"]["convention"]["count"] >= 1
-    assert report["failures"]["convention"]["minimal"]["replay"].startswith("@example((np.array(")
+    kind = report["failure"]["kind"]
+    assert report["failures"][kind]["count"] >= 1
+    assert report["failures"][kind]["minimal"]["replay"].startswith("@example((np.array(")
     csvs = list(out_dir.glob("*.csv"))
     assert len(csvs) == 1 and len(csvs[0].read_text().splitlines()) == report["n_entries"] + 1
+    # the JSON holds the worst entries and the counts; the whole table is in the CSV only
+    assert report["entries_listed"]["which"] == "worst" and len(report["entries"]) <= 20
+    assert report["entries_listed"]["n_rows"] == report["n_entries"]
+    assert report["test_id"] == "test_peer.py::test_my_wrong_ntk" and report["duration_s"] > 0
+    assert report["config"]["depth"] == 0 and report["versions"]["ntkref"]
+
+
+def test_no_csv_unless_asked_for_and_no_hypothesis_folder(pytester, monkeypatch):
+    monkeypatch.delenv("NTKREF_HYPOTHESIS_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(pytester.path / "xdg"))
+    pytester.makepyfile(test_peer=PEER_MODULE)
+    out_dir = pytester.path / "reports"
+    result = pytester.runpytest_subprocess(*PLUGIN, "-p", "no:cacheprovider", "--ntkref-mode", "measure",
+                                           "--ntkref-max-examples", "10", "--ntkref-report", str(out_dir), "-k", "wrong")
+    result.assert_outcomes(failed=1, deselected=2)
+    assert list(out_dir.glob("*.csv")) == [] and len(list(out_dir.glob("*.json"))) == 1
+    assert not (pytester.path / ".hypothesis").exists()
+    assert (pytester.path / "xdg" / "ntkref" / "hypothesis").is_dir()
+    # the storage directory is configurable: the option, or the ini option
+    elsewhere = pytester.path / "elsewhere"
+    result = pytester.runpytest_subprocess(*PLUGIN, "-p", "no:cacheprovider", "--ntkref-max-examples", "5",
+                                           "--ntkref-hypothesis-dir", str(elsewhere), "-k", "test_my_ntk")
+    result.assert_outcomes(passed=1, deselected=2)
+    assert elsewhere.is_dir() and not (pytester.path / ".hypothesis").exists()
+    pytester.makeini(f"[pytest]\nntkref_hypothesis_dir = {pytester.path / 'from_ini'}\n")
+    result = pytester.runpytest_subprocess(*PLUGIN, "-p", "no:cacheprovider", "--ntkref-max-examples", "5",
+                                           "-k", "test_my_ntk")
+    result.assert_outcomes(passed=1, deselected=2)
+    assert (pytester.path / "from_ini").is_dir() and not (pytester.path / ".hypothesis").exists()
+
+
+def test_marker_rejects_unknown_keywords_naming_the_close_match(pytester):
+    pytester.makepyfile(test_peer='''
+import pytest
+
+@pytest.mark.ntkref(max_exampels=5, depth=0)
+def test_x(ntkref_oracle):
+    pass
+''')
+    result = pytester.runpytest(*PLUGIN, "-p", "no:cacheprovider")
+    assert result.ret != 0
+    result.stdout.fnmatch_lines(["*unknown keyword argument(s) 'max_exampels' (did you mean 'max_examples'?)*"])
+    result.stdout.fnmatch_lines(["*Valid keywords:*diag_tol*"])
 
 
 def test_marker_rejects_positional_arguments(pytester):

@@ -14,9 +14,9 @@ import pytest
 PUBLIC_API = {
     "ntkref": (
         "BACKENDS", "BackendError", "InvalidParameterError", "adversarial", "backend_name", "bounds", "certify",
-        "cli", "data", "datasets", "default_namespace", "distributions", "dynamics", "equivalence", "golden",
-        "kernels", "kkt", "krr", "losses", "machines", "margins", "mean_field", "nets", "regularizers", "sparsity",
-        "testing", "to_numpy",
+        "cli", "data", "datasets", "default_namespace", "distributions", "dynamics", "enclosures", "equivalence",
+        "golden", "intervals", "kernels", "kkt", "krr", "losses", "machines", "margins", "mean_field", "nets",
+        "regularizers", "sparsity", "testing", "to_numpy",
     ),
     "ntkref.adversarial": (
         "AdversarialTrajectory", "adversarial_gradient_step", "adversarial_training", "attack_displacement_bound",
@@ -50,18 +50,28 @@ PUBLIC_API = {
         "Trajectory", "continuous_closed_form", "discrete_closed_form", "gradient_flow", "subgradient_descent",
         "svm_limit_printed",
     ),
+    "ntkref.enclosures": (
+        "Enclosure", "arora_ntk", "cntk", "empirical_ntk", "fc", "fc_diagonal", "fc_pairs", "two_layer_relu_ntk",
+        "wei_k1_k2", "wei_kernel",
+    ),
     "ntkref.equivalence": (
         "Comparison", "compare",
     ),
     "ntkref.golden": (
-        "case", "cases", "inputs", "manifest", "path", "values",
+        "RECORD_FORMAT", "RECORD_VERSION", "ReplayMismatch", "ReplayResult", "case", "cases", "inputs",
+        "load_record", "manifest", "path", "record", "replay", "values",
+    ),
+    "ntkref.intervals": (
+        "Interval", "LIBRARY_ULPS", "abs", "acos", "asin", "atan2", "constant", "erf", "exp", "log", "matmul",
+        "maximum", "minimum", "relu", "sqrt", "square", "sum", "where",
     ),
     "ntkref.kernels": (
-        "ACTIVATIONS", "Activation", "Kernel", "arora_ntk", "chen_ntk", "cntk", "fc", "fc_diagonal", "open_gram",
+        "ACTIVATIONS", "Activation", "BoundedKernel", "Kernel", "arora_ntk", "chen_ntk", "cntk", "fc", "fc_diagonal", "open_gram",
         "relu_h", "store_gram", "two_layer_relu_ntk", "wei_k1_k2", "wei_kernel",
     ),
     "ntkref.kkt": (
-        "InterceptMachine", "duality_gap", "fit_with_intercept", "from_sklearn_svc", "kkt_residual",
+        "InterceptMachine", "KKTDiagnosis", "diagnose", "duality_gap", "fit_with_intercept", "from_sklearn_svc",
+        "kkt_residual",
     ),
     "ntkref.krr": (
         "KRRMachine", "PRECONDITIONERS", "fit_cg", "solve_cg",
@@ -107,9 +117,10 @@ PUBLIC_API = {
         "svm_direction",
     ),
     "ntkref.testing": (
-        "CheckReport", "ENTRY_COLUMNS", "FAILURE_KINDS", "IMAGE_KINDS", "KindSummary", "MODES", "Mismatch",
-        "OracleMismatch", "REPORT_SCHEMA", "ROW_KINDS", "certified_bound", "check_certificate", "check_cntk",
-        "check_dynamics", "check_fit", "check_kernel", "fit_convention_hint", "generic_kernel_inputs",
+        "CNTK_BATTERY", "CheckReport", "CoverageWarning", "ENTRY_COLUMNS", "FC_BATTERY", "FAILURE_KINDS", "IMAGE_KINDS", "KindSummary", "MODES", "Mismatch",
+        "OracleMismatch", "REPORT_SCHEMA", "ROW_KINDS", "SampledCheck", "certified_bound", "check_certificate",
+        "EMPIRICAL_NTK_BOUND", "check_empirical_ntk",
+        "check_cntk", "check_dynamics", "check_fit", "check_gram_sample", "check_kernel", "fit_convention_hint", "generic_kernel_inputs",
         "hard_images", "hard_inputs", "ill_conditioned_kernels", "image_inputs", "images", "json_safe",
         "kernel_error", "kernel_inputs", "labels", "learning_rates", "machine_problems", "rows", "widths",
     ),

@@ -1,7 +1,8 @@
 r"""Peer audit: neural-tangents and scikit-learn checked with ntkref's tooling, every flag settled by mpmath.
 
 ``python -m validation --only peers`` (and the full main job, when the ``peers`` extra is installed:
-``pip install "ntkref[peers]"`` — neural-tangents 0.6.5, jax 0.5.3 — and JAX's float64 is enabled here; otherwise the
+``pip install -e ".[peers]"`` from ntkref's checkout — neural-tangents 0.6.5, jax 0.5.3, and through
+neural-tangents TensorFlow — and JAX's float64 is enabled here; otherwise the
 section is skipped with a note).  Each check runs a peer on inputs that break naive implementations, measures the
 error in ntkref's normalised measure e = |K − K_true| / √(K_true(x,x)·K_true(x′,x′)) against an independent
 high-precision evaluation (``validation.make_golden``: mpmath at 650 digits for FC kernels, the golden CNTK values for
@@ -505,8 +506,8 @@ def run(log, plt, outdir, *, quick=False):
     t0 = time.perf_counter()
     ok, why = peers_available()
     if not ok:
-        note = ("**Skipped**: the `peers` extra is not installed (`pip install \"ntkref[peers]\"`: neural-tangents "
-                f"0.6.5, jax 0.5.3); import failed with `{why}`.")
+        note = ("**Skipped**: the `peers` extra is not installed (`pip install -e \".[peers]\"` from ntkref's "
+                f"checkout: neural-tangents 0.6.5, jax 0.5.3, TensorFlow); import failed with `{why}`.")
         log("peers: skipped (neural-tangents/JAX not importable)")
         return Section("peers", "Peer audit: neural-tangents and scikit-learn", {"skipped": True, "reason": why},
                        note, seconds=time.perf_counter() - t0)

@@ -69,6 +69,13 @@ def backend_name() -> str:
     return name
 
 
+# how to install each backend's package: an extra of ntkref's checkout where there is one (ntkref is not on a
+# package index), else the package itself
+_INSTALL = {"cupy": 'pip install -e ".[cupy]" from ntkref\'s checkout, or pip install cupy-cuda13x',
+            "dask": 'pip install -e ".[dask]" from ntkref\'s checkout', "array_api_strict": "pip install array-api-strict",
+            "torch": "pip install torch", "jax": "pip install jax"}
+
+
 def default_namespace():
     """The array namespace selected by ``NTKREF_BACKEND`` (NumPy by default)."""
     name = backend_name()
@@ -77,7 +84,7 @@ def default_namespace():
     except ImportError as exc:
         raise BackendError(
             f"{ENV_VAR}={name!r} selects a backend whose package cannot be imported "
-            f"({exc}); install it (e.g. `pip install ntkref[{name}]`) or choose one of "
+            f"({exc}); install it ({_INSTALL.get(name, f'pip install {name}')}) or choose one of "
             f"{', '.join(BACKENDS)}."
         ) from exc
 

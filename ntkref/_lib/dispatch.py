@@ -113,10 +113,12 @@ subgradient_descent = Seam("subgradient_descent", "dynamics.subgradient_descent"
                            "Subgradient descent with one blocked mat-vec per step (Dask).")
 certified_radius = Seam("certified_radius", "certify.certified_radius",
                         "Lazy certified radii, one task per row chunk of x_test (Dask).")
+open_zarr = Seam("open_zarr", "ntkref compare --sample/--rows on a Zarr candidate",
+                 "Open a Zarr array read-only for sampled reads: open_zarr(path) (zarr lives with the Dask engine).")
 free_memory = Seam("free_memory", "the memory guard (every Gram-sized allocation)", "Bytes free where an array lives (CUDA: device memory).")
 
 SEAMS = (fc, fc_relu_fused, cntk, empirical_ntk, store_gram, open_gram, solve, hard_margin_svm, predict, checked_gram,
-         gram_operator, gradient_flow, subgradient_descent, certified_radius, free_memory)
+         gram_operator, gradient_flow, subgradient_descent, certified_radius, open_zarr, free_memory)
 
 
 def declared():

@@ -45,13 +45,20 @@ def _kernel_params(args):
     return dict(depth=args.depth, activation=args.activation, W_std=args.W_std, b_std=args.b_std)
 
 
-def kernel_call(family, a1, a2, wanted, dtype, params):
+def kernel_call(family, a1, a2, wanted, dtype, params, error_bound=False):
+    """One Gram (block) of ``family``; ``error_bound``: fc's proven bounds too (``wanted`` may then name the
+    ``<g>_bound`` arrays, which come with their kernels)."""
     if family == "cntk":
         return kernels.cntk(a1, a2, **params)
-    return kernels.fc(a1, a2, get=tuple(wanted), dtype=dtype, **params)
+    get = tuple(g for g in wanted if not g.endswith("_bound"))
+    return kernels.fc(a1, a2, get=get, dtype=dtype, **params, **({"error_bound": True} if error_bound else {}))
 
 
-def compute_kernel(args, wanted):
+def compute_kernel(args, wanted, error_bound=False):
+    """The Gram(s) ``wanted`` as host arrays, with ``a1``, ``a2`` (the inputs on the target), the family's
+    parameters and the target.  ``error_bound`` (fc; ``ntkref compare``): also ``<g>_bound``, the proven per-entry
+    bounds of ``kernels.fc(..., error_bound=True)``, where the analysis covers the configuration; where not,
+    ``args._error_bound_why`` says why (fc's NotImplementedError message) and no bound is returned."""
     resolve_family_options(args)
     tg = Target(args.backend)
     x1 = load_array(args.x1, "--x1")
@@ -66,8 +73,18 @@ def compute_kernel(args, wanted):
     a1 = tg.put(x1, args.dtype)
     a2 = None if x2 is None else tg.put(x2, args.dtype)
     params = _kernel_params(args)
+    bounded = False
+    if error_bound and args.family == "fc" and x1.shape[0] > 0:
+        try:  # does the analysis cover this configuration? (one row: it raises before computing anything big)
+            kernels.fc(a1[:1, ...], None, get=tuple(wanted), dtype=args.dtype, error_bound=True, **params)
+            bounded = True
+        except NotImplementedError as exc:
+            args._error_bound_why = str(exc)
+    if bounded:
+        wanted = list(wanted) + [g + "_bound" for g in wanted]
     # host copies, for the file: in blocks of rows, with a bar on a terminal (ntkref.cli._progress)
-    out = gram_in_row_blocks(lambda b1, b2: kernel_call(args.family, b1, b2, wanted, args.dtype, params), args.family,
+    out = gram_in_row_blocks(lambda b1, b2: kernel_call(args.family, b1, b2, wanted, args.dtype, params, bounded),
+                             args.family,
                              a1, a2, wanted, command=args.command, quiet=getattr(args, "quiet", False))
     return out, a1, a2, params, tg
 

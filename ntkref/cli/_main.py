@@ -197,8 +197,21 @@ def build_parser():
     p.add_argument("--csv", default=None, metavar="FILE.csv",
                    help="also write the per-entry table (row, col, candidate, reference, abs/scaled error, the "
                         "tolerance used and whether the user's or ntkref's bound applied) as CSV")
+    p.add_argument("--sample", type=int, default=None, metavar="N",
+                   help="kernel: check N random entries of a Gram too large to read whole (--candidate a .npy "
+                        "read as a memory map, or a .zarr array; the reference is computed for those pairs only; "
+                        "draws seeded by --seed, default 0); the report states what N draws rule out (0 failures: "
+                        "< 1-0.05^(1/N) ~ 3/N of the entries wrong at 95 %%)")
+    p.add_argument("--rows", type=int, default=None, metavar="K",
+                   help="kernel: check K random rows of the Gram whole (as --sample; may be combined with it)")
     _kernel_options(p, required_x1=False)
     _machine_options(p, required=False)  # its --y is also the test labels of --kind certify
+    p.add_argument("--fit-intercept", dest="fit_intercept", action="store_true",
+                   help="fit: the machine with an unregularised intercept f = K alpha + b (scikit-learn's SVC; "
+                        "ntkref.kkt.fit_with_intercept); give the candidate's b with --intercept")
+    p.add_argument("--intercept", default=None, metavar="B",
+                   help="fit --fit-intercept: the candidate's intercept b, a number or a file holding one number "
+                        "(.npy, FILE.npz:KEY)")
     _dynamics_options(p)
     _certify_options(p, required=False)
     _common(p)

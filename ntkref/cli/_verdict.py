@@ -8,16 +8,23 @@ bound b for each entry (same measure; 0 where none is stated).  The verdict of a
     outside  ⇔  C not finite  or  |C − R| > τ·s + atol,     τ = max(τᵤ, b),
 
 so the verdict never blames a candidate for the reference's own error; each entry records which of τᵤ and b
-applied.  Errors are summarised over the **finite** candidate entries only (one NaN no longer turns every maximum
+applied.  FC kernels with a proven bound are judged instead against the *exact* kernel (:mod:`ntkref._verdicts`,
+:meth:`ArrayComparison.apply_verdict`): outside ⇔ |C − K*| > τᵤ·s* + atol, decided by ntkref's proven bound or,
+near the threshold, a ball-arithmetic enclosure; each entry says whether its verdict is ``proven`` and its
+``verdict_basis`` ("proven bound", "enclosure", "tested bound" — the rule above, not proven).  Errors are summarised over the **finite** candidate entries only (one NaN no longer turns every maximum
 into inf); the non-finite entries are counted and listed apart.  Entries outside the tolerance are grouped as
 
-``non_finite``   overflow/NaN: the candidate is inf or NaN;
-``convention``   a finite error explained by a convention mismatch (the CLI tests the usual slips — NNGP vs NTK,
-                 a constant factor, λ′ = 2λ, λ/2, nλ, λ/n, 1/λ — and, if one explains the candidate, every finite
-                 entry outside the tolerance is put here);
-``precision``    any other finite error above the tolerance (lost digits).
+``non_finite``   overflow/NaN: the candidate is inf or NaN; for kernels also a finite value lost to
+                 underflow/overflow (wrong only at extreme scales, right at normal ones);
+``convention``   a finite error explained by a named slip (kernels: NNGP vs NTK, depth ± 1, no bias term, W_std vs
+                 W_std², GAP vs Flatten, a constant factor matched on ≥ 2 entries of different scale; fits: λ′ = 2λ,
+                 λ/2, nλ, λ/n, 1/λ, …);
+``formula``      (kernels) a finite error no slip explains and larger than the precision band: a wrong formula;
+``precision``    a finite error within the precision band 10·eps·(n_terms + κ) of the candidate's working precision
+                 at the input's conditioning (kernels), or (fits, trajectories, radii) any unexplained finite error.
 
-The names follow :mod:`ntkref.testing`'s failure kinds.
+Kernels are diagnosed by :mod:`ntkref._diagnosis`, the one diagnosis of :mod:`ntkref.testing` too (same kinds, same
+hints).
 
 JSON (``--report FILE.json``, :data:`SCHEMA_VERSION`).  Every number is a JSON number; a value that is not finite
 (a candidate's NaN, an infinite scaled error where the scale is 0) is written as ``null`` and its text
@@ -33,20 +40,24 @@ JSON (``--report FILE.json``, :data:`SCHEMA_VERSION`).  Every number is a JSON n
                                         certify: "radii")
     hints      [{"array", "hypothesis", "message", "max_scaled_error"}]: convention slips that explain the
                candidate (within the tolerance)
+    verdicts   {"n_proven", "n_tested", "n_by_basis": {"proven bound", "enclosure", "tested bound": int}}: over
+               every entry of every array, how many verdicts are proven (kernels; other kinds: all tested)
     candidate  fit only: {"objective", "duality_gap", "kkt_residual"} of the candidate α itself
     reference_certificate  fit only: {"objective", "duality_gap"} of ntkref's solution
     lines      the printed report (for people; the numbers are above)
 
 An *array summary*: ``shape``, ``agree``, ``measure`` (the scaled error's definition), ``n_entries``,
 ``n_finite``, ``n_non_finite``, ``n_outside``, ``tolerance_applied`` ({"user": int, "ntkref": int}: how many
-entries each tolerance decided), ``errors`` ({"absolute", "relative", "scaled"}: each {"max", "median",
+entries each tolerance decided), ``verdicts`` ({"n_proven", "n_tested", "n_by_basis": {basis: int}, "notes":
+[str]}: how many verdicts are proven and why the others are not), ``errors`` ({"absolute", "relative", "scaled"}: each {"max", "median",
 "location", "candidate", "reference"} over the finite entries; relative errors over the entries with R ≠ 0),
 ``parts`` (symmetric kernels: {"diagonal", "off_diagonal"}: {"n", "max_scaled", "location"}), ``non_finite``
 (the first 100 non-finite entries), ``groups`` ({kind: {"count", "worst": [entry, …] (up to 10, worst first),
 "minimal": entry | null}}), ``worst`` (the 10 entries furthest outside their tolerance, any group).
 
 An *entry*: ``row``, ``col`` (``null`` for 1-d arrays), ``candidate``, ``reference``, ``abs_error``,
-``scaled_error``, ``tolerance`` (τ used), ``tolerance_applied`` ("user" | "ntkref"), ``ratio`` (scaled error / τ),
+``scaled_error``, ``tolerance`` (τ used), ``tolerance_applied`` ("user" | "ntkref"), ``proven`` (bool), ``verdict_basis``
+("proven bound" | "enclosure" | "tested bound"), ``ratio`` (scaled error / τ),
 ``part``, ``group`` ("ok" when inside), ``non_finite`` ({field: text}), and for kernels ``inputs`` ({"x1_row",
 "x2_row"}: the two input rows — a one-pair minimal example).
 
@@ -63,13 +74,16 @@ import numpy as np  # host-side reports: every array is copied back explicitly (
 
 from .._lib.backend import host_float64 as _host  # explicit host copies, never implicit
 
-__all__ = ["SCHEMA_VERSION", "CSV_COLUMNS", "GROUPS", "ArrayComparison", "compare_arrays", "report_dict", "csv_text",
-           "json_number"]
+__all__ = ["SCHEMA_VERSION", "CSV_COLUMNS", "GROUPS", "BASES", "ArrayComparison", "compare_arrays", "report_dict",
+           "csv_text", "json_number", "verdict_totals", "verdict_line"]
 
 SCHEMA_VERSION = "ntkref.compare/1"
-GROUPS = ("non_finite", "convention", "precision")
+GROUPS = ("non_finite", "convention", "formula", "precision")
 CSV_COLUMNS = ("array", "row", "col", "candidate", "reference", "abs_error", "scaled_error", "tolerance",
-               "tolerance_applied", "outside", "group", "part")
+               "tolerance_applied", "outside", "group", "part", "proven", "verdict_basis")
+BASES = ("proven bound", "enclosure", "tested bound")
+"""What decided an entry's verdict (:mod:`ntkref._verdicts`): ntkref's proven bound, a ball-arithmetic enclosure
+(entries near the threshold), or the tested — observed, not proven — rule max(τ, b)."""
 _LISTED = 100
 _WORST = 10
 
@@ -109,10 +123,32 @@ class ArrayComparison:
             self.err = np.where(self.finite, self.err, np.inf)
             self.tol = np.maximum(self.user_tol, self.bound)
             self.by_bound = self.bound > self.user_tol
-            self.outside = ~self.finite | (self.absdiff > np.where(s > 0, self.tol * s, 0.0) + self.atol)
+            # fail closed (a NaN comparison is False): a non-finite reference or scale never passes an entry
+            self.outside = ~self.finite | ~(self.absdiff <= np.where(s > 0, self.tol * s, 0.0) + self.atol)
             self.ratio = np.where(self.tol > 0, self.err / np.where(self.tol > 0, self.tol, 1.0),
                                   np.where(self.err > 0, np.inf, 0.0))
         self.convention = False  # set by the CLI when a convention hint explains this array
+        self.kinds = None  # per-entry kinds set by the CLI's diagnosis (kernels: ntkref._diagnosis), or None
+        self.proven = np.zeros(shape, dtype=bool)  # the tested rule until apply_verdict says otherwise
+        self.basis = np.full(shape, 2, dtype=np.int8)  # codes into BASES
+        self.verdict_notes = []
+
+    def apply_verdict(self, v):
+        """Take the per-entry verdict of :func:`ntkref._verdicts.judge` (FC kernels: against the exact kernel,
+        proven where ntkref's bound or an enclosure decides): outside, tolerance used, proven, basis, notes."""
+        self.outside = np.asarray(v["outside"], dtype=bool)
+        self.tol = np.asarray(v["tol"], dtype=np.float64)
+        self.by_bound = np.asarray(v["from_ntkref"], dtype=bool)
+        self.proven = np.asarray(v["proven"], dtype=bool)
+        self.basis = np.asarray(v["basis"], dtype=np.int8)
+        self.verdict_notes = list(v["notes"])
+        with np.errstate(all="ignore"):
+            self.ratio = np.where(self.tol > 0, self.err / np.where(self.tol > 0, self.tol, 1.0),
+                                  np.where(self.err > 0, np.inf, 0.0))
+
+    def verdict_counts(self):
+        """{basis: entries it decided} (:data:`BASES`)."""
+        return dict(zip(BASES, np.bincount(self.basis.ravel(), minlength=len(BASES)).tolist()))
 
     # ------------------------------------------------------------------ classification
     @property
@@ -120,8 +156,13 @@ class ArrayComparison:
         return not bool(np.any(self.outside))
 
     def group(self):
-        """Per entry: "ok", "non_finite", "convention" or "precision" (module docstring)."""
+        """Per entry: "ok" or one of :data:`GROUPS` (module docstring)."""
         g = np.full(self.R.shape, "ok", dtype=object)
+        if self.kinds is not None:
+            g[self.outside] = np.asarray(self.kinds, dtype=object)[self.outside]
+            g[self.outside & (g == "ok")] = "precision"
+            g[~self.finite] = "non_finite"
+            return g
         g[self.outside & self.finite] = "convention" if self.convention else "precision"
         g[~self.finite] = "non_finite"
         return g
@@ -145,6 +186,7 @@ class ArrayComparison:
              "scaled_error": json_number(self.err[loc], "scaled_error", nf),
              "tolerance": float(self.tol[loc]),
              "tolerance_applied": "ntkref" if self.by_bound[loc] else "user",
+             "proven": bool(self.proven[loc]), "verdict_basis": BASES[self.basis[loc]],
              "ratio": json_number(self.ratio[loc], "ratio", nf),
              "part": self.part_of(loc), "group": group or str(self.group()[loc])}
         if self.inputs is not None and len(loc) == 2:
@@ -181,6 +223,8 @@ class ArrayComparison:
                "n_entries": int(self.R.size), "n_finite": int(fin.sum()), "n_non_finite": int((~fin).sum()),
                "n_outside": int(self.outside.sum()),
                "tolerance_applied": {"user": int((~self.by_bound).sum()), "ntkref": int(self.by_bound.sum())},
+               "verdicts": {"n_proven": int(self.proven.sum()), "n_tested": int((~self.proven).sum()),
+                            "n_by_basis": self.verdict_counts(), "notes": list(self.verdict_notes)},
                "errors": {"absolute": self._stat(self.absdiff, fin),
                           "relative": self._stat(self.rel, fin & (self.R != 0)),
                           "scaled": self._stat(self.err, fin)}}
@@ -238,6 +282,10 @@ class ArrayComparison:
         if n_b:
             out.append(f"{prefix}ntkref's own error bound exceeded the user tolerance on {n_b} of {self.R.size} "
                        f"entries (max bound {float(np.max(self.bound)):.3g}); the verdict used it there")
+        c = self.verdict_counts()
+        out.append(f"{prefix}verdicts: {int(self.proven.sum())} of {self.R.size} proven ({c[BASES[0]]} by ntkref's "
+                   f"proven bound, {c[BASES[1]]} by an enclosure), {c[BASES[2]]} tested (not proven)")
+        out += [f"{prefix}  {n}" for n in self.verdict_notes[:5]]
         if not self.agree:
             counts = {k: int(v) for k, v in zip(*np.unique(self.group()[self.outside], return_counts=True))}
             worst = self._order(self.outside)[0]
@@ -261,10 +309,25 @@ def report_dict(*, kind, comparisons, backend, reference, tolerance, hints, line
     out = {"schema": SCHEMA_VERSION, "command": "compare", "kind": kind,
            "agree": all(c.agree for c in comparisons), "backend": backend, "reference": reference,
            "tolerance": tolerance, "arrays": {c.name or "candidate": c.summary() for c in comparisons},
-           "hints": hints}
+           "hints": hints, "verdicts": verdict_totals(comparisons)}
     out.update(extra or {})
     out["lines"] = list(lines)
     return out
+
+
+def verdict_totals(comparisons):
+    """{"n_proven", "n_tested", "n_by_basis": {basis: int}} over every entry of every array."""
+    by = {k: sum(c.verdict_counts()[k] for c in comparisons) for k in BASES}
+    return {"n_proven": by[BASES[0]] + by[BASES[1]], "n_tested": by[BASES[2]], "n_by_basis": by}
+
+
+def verdict_line(comparisons):
+    """The printed total: how many verdicts are proven, on which basis."""
+    t = verdict_totals(comparisons)
+    by = t["n_by_basis"]
+    return (f"  verdicts proven: {t['n_proven']} of {t['n_proven'] + t['n_tested']} entries ({by[BASES[0]]} by "
+            f"ntkref's proven bound, {by[BASES[1]]} by a ball-arithmetic enclosure); {t['n_tested']} judged by the "
+            "tested bound (not proven)")
 
 
 def csv_text(comparisons):
@@ -279,5 +342,5 @@ def csv_text(comparisons):
             w.writerow([c.name, int(loc[0]), int(loc[1]) if len(loc) > 1 else "", repr(float(c.C[loc])),
                         repr(float(c.R[loc])), repr(float(c.absdiff[loc])), repr(float(c.err[loc])),
                         repr(float(c.tol[loc])), "ntkref" if c.by_bound[loc] else "user", int(c.outside[loc]),
-                        groups[loc], c.part_of(loc) or ""])
+                        groups[loc], c.part_of(loc) or "", int(c.proven[loc]), BASES[c.basis[loc]]])
     return buf.getvalue()

@@ -4,6 +4,14 @@ The files (``manifest.json`` and ``golden.npz`` in this folder, described in
 ``README.md``) are produced by ``validation/make_golden.py`` from an
 independent high-precision mpmath evaluation of each kernel's defining formula
 — not by ntkref — and ``tests/test_golden.py`` checks ntkref against them.
+Check an implementation entrywise with |K − K_golden| ≤ tol·√K(x,x)·√K(x′,x′)
+(the product of the square roots: K(x,x)·K(x′,x′) underflows to 0 on the
+``hard`` set's row of norm 1e-100).
+
+Pinned regression tests of *your own* inputs: :func:`record` writes the
+reference ``kernels.fc`` values of your inputs to a versioned, checksummed JSON
+file (atomically); :func:`replay` checks your implementation against it in a
+test, in the same measure (:mod:`ntkref.golden._record`).
 
 >>> from ntkref import golden
 >>> m = golden.manifest()
@@ -19,8 +27,10 @@ import json
 
 from .._lib.validation import InvalidParameterError
 from ..data import _package_file
+from ._record import RECORD_FORMAT, RECORD_VERSION, ReplayMismatch, ReplayResult, load_record, record, replay
 
-__all__ = ["manifest", "cases", "case", "inputs", "values", "path"]
+__all__ = ["manifest", "cases", "case", "inputs", "values", "path", "record", "replay", "load_record",
+           "ReplayResult", "ReplayMismatch", "RECORD_FORMAT", "RECORD_VERSION"]
 
 
 class _UnknownNameError(KeyError, InvalidParameterError):
@@ -78,3 +88,8 @@ def values(case_id, output="ntk"):
     if not isinstance(output, str) or output not in outputs:
         raise _unknown("output", "values", output, sorted(outputs))
     return np.array(outputs[output], dtype=np.float64)
+
+
+from .._lib.api import set_public_module  # noqa: E402
+
+set_public_module(__name__, globals(), __all__)

@@ -254,7 +254,28 @@ def check_finite_ntk(out, caller):
 def empirical_ntk(net, params, x1, x2=None):
     """Empirical tangent kernel Θ̂(w; x1, x2) of ``net`` at ``params`` (seed 000 Def. 2.1).
 
-    A Dask ``x1`` or ``x2`` gives a lazy Gram of Dask arrays, one task per block (``ntkref._engines.dask._graphs``)."""
+    A Dask ``x1`` or ``x2`` gives a lazy Gram of Dask arrays, one task per block (``ntkref._engines.dask._graphs``).
+
+    Accuracy (float64, :class:`FullyConnected`), in the normalised measure |Θ̂ − Θ̂*| / √(Θ̂*(x,x)·Θ̂*(x′,x′)):
+    measured ≤ 6e-16 against J Jᵀ with J from 50-digit mpmath central differences of the network's outputs (an
+    independent route: no layer formula shared; 40 random nets of depth 1–3, widths 1–5, with and without biases,
+    tests/test_oracle_fits.py) and ≤ 1e-15 against ``torch.func.jacrev``; issue 24's user measured neural-tangents'
+    ``empirical_ntk_fn`` and ``jax.jacrev`` against it at 1e-15 under the mapping of
+    :func:`ntkref.testing.check_empirical_ntk`.  The stated bound is ``ntkref.testing.EMPIRICAL_NTK_BOUND`` = 1e-13
+    — tested, not proven — away from ties: where a pre-activation is within rounding of 0, relu′ jumps and two
+    correct implementations may differ by O(1).  :func:`ntkref.testing.check_empirical_ntk` checks a user's Θ̂.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntkref import nets
+    >>> net = nets.FullyConnected(3, 16, depth=2, b_std=0.5)
+    >>> params = net.init(0, xp=np)
+    >>> x = np.random.default_rng(1).standard_normal((4, 3))
+    >>> J = net.jacobian(params, x)
+    >>> bool(np.allclose(nets.empirical_ntk(net, params, x), J @ J.T, rtol=1e-13, atol=0))
+    True
+    """
     engine = dispatch.empirical_ntk.lookup(x1, x2)
     if engine is not None:  # Dask x1/x2: one task per block, lazy (ntkref/_engines/dask)
         return engine(net, params, x1, x2)

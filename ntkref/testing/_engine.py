@@ -22,12 +22,15 @@ Also here, shared by every checker and strategy module of :mod:`ntkref.testing`:
 from __future__ import annotations
 
 import math
+import time
+import warnings
 
 import hypothesis
 import numpy as np
 from hypothesis import HealthCheck, Phase, Verbosity
 
 from .._lib.validation import InvalidParameterError, check_int, check_real
+from . import _storage
 from ._report import FAILURE_KINDS, CheckReport, KindSummary, replay_line
 
 MODES = ("assert", "measure")
@@ -65,6 +68,8 @@ class Recorder:
         self.n_non_finite = 0
         self.non_finite = []
         self.tol_counts = {"user": 0, "ntkref": 0}
+        self.verdict_counts = {}  # basis of each verdict (ntkref._verdicts.BASES) -> values judged on it
+        self.verdict_notes = []
         self.entries = []
         self.record_entries = record_entries
         self.max_table_rows = max_table_rows
@@ -85,6 +90,17 @@ class Recorder:
         self.n_entries += int(n)
         self.tol_counts["ntkref"] += int(n_ntkref)
         self.tol_counts["user"] += int(n) - int(n_ntkref)
+
+    def verdicts(self, counts, notes=()):
+        """Record how many values each verdict basis decided, and why some were not proven (once each)."""
+        for k, n in counts.items():
+            self.verdict_counts[k] = self.verdict_counts.get(k, 0) + int(n)
+        for note in notes:
+            if note not in self.verdict_notes and len(self.verdict_notes) < 20:
+                self.verdict_notes.append(note)
+
+    def verdict_summary(self):
+        return {"n_by_basis": dict(self.verdict_counts), "notes": list(self.verdict_notes)}
 
     def bad_value(self, location, value):
         self.n_non_finite += 1
@@ -114,7 +130,7 @@ def run_search(strategy, test, *, max_examples, seed, shrink=True):
     config = hypothesis.settings(
         max_examples=max_examples,
         deadline=None,
-        database=None,
+        database=None,  # seeded runs use none anyway; hypothesis' other files: ntkref.testing._storage
         derandomize=False,
         report_multiple_bugs=False,
         verbosity=Verbosity.quiet,
@@ -123,14 +139,31 @@ def run_search(strategy, test, *, max_examples, seed, shrink=True):
     )
     wrapped = hypothesis.seed(seed)(config(hypothesis.given(strategy)(test)))
     try:
-        wrapped()
+        with _storage.hypothesis_home():  # hypothesis' scratch files go to the user cache, not the cwd
+            wrapped()
     except Found as found:
         return found.mismatch
     return None
 
 
-def _stop_at(kind, evaluate):
-    """A hypothesis test that behaves as measure mode's (same target) and stops at the first ``kind`` failure."""
+PICK_ORDER = ("exception", "shape", "formula", "convention", "non_finite", "soundness", "precision")
+"""The kind an example with failures of several kinds is reported as (a wrong formula explains the rest)."""
+
+BANDED = ("formula", "convention", "precision")
+"""Kinds whose shrinking keeps the magnitude: a shrink step counts only if its error is ≥ 1/BAND of the worst."""
+
+BAND = 10.0
+
+
+def pick(fails):
+    """The failure an example is reported by: the first kind in :data:`PICK_ORDER`, then the largest ratio."""
+    return min(fails, key=lambda m: (PICK_ORDER.index(m.kind) if m.kind in PICK_ORDER else len(PICK_ORDER),
+                                     -ratio(m) if not math.isnan(ratio(m)) else 0.0))
+
+
+def _stop_at(kind, evaluate, floor=0.0):
+    """A hypothesis test that behaves as measure mode's (same target) and stops at the first ``kind`` failure
+    whose error is at least ``floor`` (shrinking then keeps both: the kind and the magnitude band)."""
 
     def test(example):
         scratch = Recorder()
@@ -138,7 +171,7 @@ def _stop_at(kind, evaluate):
         fails, score = evaluate(example, scratch)
         _target(score)
         for m in fails:
-            if m.kind == kind:
+            if m.kind == kind and not (m.kind in BANDED and m.error < floor):
                 raise Found(m)
 
     return test
@@ -168,9 +201,21 @@ def check_mode(mode, caller):
     return mode
 
 
-def drive(check, *, strategy, evaluate, battery_cases, order, mode, max_examples, seed, shrink, description,
-          tolerance, reduce=None, hint=None, record_entries=False):
-    """Run a checker (module docstring); return its :class:`CheckReport` (the caller raises if asked)."""
+def drive(check, **kwargs):
+    """Run a checker (:func:`_drive`); the report records its wall-clock ``duration_s``."""
+    started = time.perf_counter()
+    report = _drive(check, **kwargs)
+    report.duration_s = time.perf_counter() - started
+    return report
+
+
+def _drive(check, *, strategy, evaluate, battery_cases, order, mode, max_examples, seed, shrink, description,
+          tolerance, reduce=None, hint=None, record_entries=False, pin=None):
+    """Run a checker (module docstring); return its :class:`CheckReport` (the caller raises if asked).
+
+    ``pin(diagnosis)`` (kernel checkers): called with the first failure's diagnosis before shrinking, and with
+    ``None`` once the report is made, so that shrink steps are judged by the cause first found.
+    """
     max_examples = check_int(max_examples, "max_examples", caller=check, low=0)
     if max_examples == 0 and not battery_cases:
         raise InvalidParameterError(
@@ -178,7 +223,7 @@ def drive(check, *, strategy, evaluate, battery_cases, order, mode, max_examples
             "would be checked (a vacuous pass)."
         )
     rec = Recorder(record_entries)
-    state = {"found": False}
+    state = {"kind": None, "worst": None, "last": None}
 
     def finish_example(m, source):
         m.source = source
@@ -186,7 +231,7 @@ def drive(check, *, strategy, evaluate, battery_cases, order, mode, max_examples
             m = reduce(m)
             m.source = source
         m.replay = replay_line(m.inputs, order)
-        if hint is not None and m.kind in ("convention", "precision"):
+        if hint is not None and m.kind in ("convention", "precision", "non_finite"):
             try:
                 m.hint = hint(m) or ""
             except Exception as exc:  # a hint is a courtesy: never let it hide the report
@@ -195,26 +240,45 @@ def drive(check, *, strategy, evaluate, battery_cases, order, mode, max_examples
 
     if mode == "assert":
         def test(example):
-            r = Recorder() if state["found"] else rec  # shrink steps are not part of the budget's statistics
-            if r is rec:
-                r.start("hypothesis")
-            else:
-                r.start("shrink")
+            searching = state["kind"] is None
+            r = rec if searching else Recorder()  # shrink steps are not part of the budget's statistics...
+            r.start("hypothesis" if searching else "shrink")
             fails, score = evaluate(example, r)
-            if fails:
-                state["found"] = True
-                worst = max(fails, key=ratio)
+            if not searching:  # ... but the largest errors seen include them
+                for entry, value in r.max_error.items():
+                    rec.error(entry, value)
+            if not fails:
+                return
+            if searching:
+                m = pick(fails)
+                state.update(kind=m.kind, worst=m)
+                if pin is not None:
+                    pin(getattr(m, "diagnosis", None))
                 _target(score)
-                raise Found(worst)
+            else:  # shrinking keeps the failure: the same kind, and an error within BAND of the worst one seen
+                same = [f for f in fails if f.kind == state["kind"]]
+                if not same:
+                    return
+                m = max(same, key=ratio)
+                if m.kind in BANDED:
+                    if m.error > state["worst"].error:
+                        state["worst"] = m
+                    if m.error < state["worst"].error / BAND:
+                        return
+            state["last"] = m
+            raise Found(m)  # one raise statement: hypothesis tells failures apart by where they are raised
 
-        found = run_search(strategy, test, max_examples=max_examples, seed=seed, shrink=shrink)
+        try:
+            found = run_search(strategy, test, max_examples=max_examples, seed=seed, shrink=shrink)
+        except hypothesis.errors.Flaky:  # a candidate that answers differently when called again: the last failure
+            found = state["last"]
         source = "hypothesis" if found is not None else ""
         if found is None:
             for name, example in battery_cases:
                 rec.start("battery")
                 fails, _ = evaluate(example, rec)
                 if fails:
-                    found = max(fails, key=ratio)
+                    found = pick(fails)
                     found.detail = (found.detail + f"; battery case {name!r}").lstrip("; ")
                     source = "battery"
                     break
@@ -222,16 +286,27 @@ def drive(check, *, strategy, evaluate, battery_cases, order, mode, max_examples
         if found is not None:
             found = finish_example(found, source)
             summary = rec.failures.get(found.kind, KindSummary(found.kind, 1, 1, found))
+            worst = state["worst"] if state["worst"] is not None and state["kind"] == found.kind else summary.worst
+            if worst is None or (math.isfinite(found.error) and found.error > worst.error):
+                worst = found
+            summary.worst = worst
+            if worst is not found:
+                worst.replay = replay_line(worst.inputs, order)
+            if math.isfinite(found.error) and found.entry in rec.max_error:  # the reported example is "seen"
+                rec.error(found.entry, found.error)
             summary.minimal = found
             failures = {found.kind: summary}
             # other kinds seen in the same example are reported with their counts (no minimal example)
             for kind, s in rec.failures.items():
                 failures.setdefault(kind, s)
+        if pin is not None:
+            pin(None)
         return CheckReport(found is None, rec.n_examples, rec.max_error, found, source, description, check=check,
                            mode=mode, seed=seed, failures=failures, n_entries=rec.n_entries,
                            n_non_finite=rec.n_non_finite, non_finite=rec.non_finite,
                            n_examples_by_source=rec.by_source, tolerance=tolerance,
-                           tolerance_counts=rec.tol_counts, entries=rec.entries)
+                           tolerance_counts=rec.tol_counts, entries=rec.entries,
+                           verdicts=rec.verdict_summary())
 
     # ---- measure mode: the whole budget ----
     def test(example):
@@ -249,8 +324,12 @@ def drive(check, *, strategy, evaluate, battery_cases, order, mode, max_examples
         source, first = rec.first[kind]
         minimal = None
         if source == "hypothesis" and shrink:
-            minimal = run_search(strategy, _stop_at(kind, evaluate), max_examples=max_examples, seed=seed,
-                                 shrink=True)
+            floor = summary.worst.error / BAND if math.isfinite(summary.worst.error) else 0.0
+            try:
+                minimal = run_search(strategy, _stop_at(kind, evaluate, floor), max_examples=max_examples,
+                                     seed=seed, shrink=True)
+            except hypothesis.errors.Flaky:
+                minimal = None
         summary.minimal = finish_example(minimal if minimal is not None else first, source)
         summary.worst.replay = replay_line(summary.worst.inputs, order)
     failure = None
@@ -263,7 +342,8 @@ def drive(check, *, strategy, evaluate, battery_cases, order, mode, max_examples
     return CheckReport(failure is None, rec.n_examples, rec.max_error, failure, source, description, check=check,
                        mode=mode, seed=seed, failures=rec.failures, n_entries=rec.n_entries,
                        n_non_finite=rec.n_non_finite, non_finite=rec.non_finite, n_examples_by_source=rec.by_source,
-                       tolerance=tolerance, tolerance_counts=rec.tol_counts, entries=rec.entries)
+                       tolerance=tolerance, tolerance_counts=rec.tol_counts, entries=rec.entries,
+                           verdicts=rec.verdict_summary())
 
 
 class OracleMismatch(AssertionError):
@@ -292,11 +372,20 @@ def int_range(value, name, low):
     return v, v
 
 
-def check_convention_threshold(value, dtype, caller):
-    """The kernel checkers' ``convention_threshold`` (default 1e-4 in float64, 1e-2 in float32)."""
+def check_convention_threshold(value, dtype, caller, kinds_by_cause=False):
+    """A checker's ``convention_threshold`` (default 1e-4 in float64, 1e-2 in float32).
+
+    ``kinds_by_cause`` (the kernel checkers): the threshold no longer decides a kind (:mod:`ntkref._diagnosis`);
+    a value given is validated and a ``DeprecationWarning`` says it has no effect.
+    """
     if value is None:
         return 1e-4 if dtype == "float64" else 1e-2
-    return check_real(value, "convention_threshold", caller=caller, low=0.0, allow_inf=True)
+    value = check_real(value, "convention_threshold", caller=caller, low=0.0, allow_inf=True)
+    if kinds_by_cause:
+        warnings.warn(f"The 'convention_threshold' parameter of {caller} has no effect: kernel failures are "
+                      "classified by cause (convention only when a named slip explains them; ntkref._diagnosis).",
+                      DeprecationWarning, stacklevel=3)
+    return value
 
 
 def battery_flag(battery, inputs, caller):

@@ -14,7 +14,9 @@ adversarial images in float64 (x and −x, parallel pixels of unequal norm, zero
 GAP and flatten, depths 1–4; tests/test_cntk.py).  Beyond depth 4 the bound is extrapolated as
 (depth/4)·1e-13 and the report says so; float32 inputs have no certified bound (the user's tolerance applies).
 tests/test_testing.py also checks it against an independent route with ``filter_size=1`` (the CNTK is then the
-mean of FC kernels over pixel pairs).
+mean of FC kernels over pixel pairs).  The bound is *tested*, not proven: every CNTK entry's verdict is reported
+with ``verdict_basis`` ``"tested bound"`` and ``proven`` False (:mod:`ntkref._verdicts`; the report's ``verdicts``
+note says why).
 """
 from __future__ import annotations
 
@@ -26,7 +28,9 @@ from hypothesis import strategies as st
 from .. import kernels
 from .._lib.validation import InvalidParameterError, check_int, check_option, check_real
 from ..kernels._accuracy import CNTK_BOUND, cntk_bound
+from . import _coverage
 from ._engine import battery_flag, check_convention_threshold, check_dtype, check_mode, drive, finish, int_range
+from ._diagnosis import KernelDiagnoser
 from ._kernel import KernelComparison, host, mover
 
 __all__ = ["IMAGE_KINDS", "CNTK_BOUND", "images", "image_inputs", "hard_images", "check_cntk"]
@@ -253,16 +257,16 @@ def cntk_reference(which, params, backend, depth, dtype="float64"):
 def check_cntk(
     candidate,
     *,
-    depth=1,
-    readout="gap",
+    depth=None,
+    readout=None,
     filter_size=3,
-    W_std=1.0,
-    b_std=0.0,
+    W_std=None,
+    b_std=None,
     fix_first_last=False,
-    which="ntk",
+    which=None,
     layout="NCHW",
-    diag_tol=1e-10,
-    offdiag_tol=1e-10,
+    diag_tol=None,
+    offdiag_tol=None,
     atol=0.0,
     max_examples=50,
     battery=None,
@@ -276,6 +280,7 @@ def check_cntk(
     mode="assert",
     convention_threshold=None,
     record_entries=None,
+    factory=False,
 ):
     r"""Search for images on which ``candidate(x1, x2)`` differs from ``ntkref.kernels.cntk``.
 
@@ -292,26 +297,72 @@ def check_cntk(
     Parameters
     ----------
     candidate : callable (x1, x2) -> array-like, shape (n1, n2)
-    depth, readout, filter_size, W_std, b_std, fix_first_last : as in :func:`ntkref.kernels.cntk`
-    which : {"ntk", "nngp"}
+        If its signature names some of ``depth``, ``readout``, ``W_std``, ``b_std``, ``which``, those are passed
+        as keywords and swept when not pinned (as in :func:`ntkref.testing.check_kernel`; ``factory=True``: the
+        candidate builds the kernel callable of a configuration).
+    depth, readout, W_std, b_std : as in :func:`ntkref.kernels.cntk`, or None (default: not pinned)
+        Swept over :data:`ntkref.testing.CNTK_BATTERY` (depth 1–2 × GAP/Flatten × NNGP/NTK, b_std 0/0.5 and W_std
+        1/1.5 so that every pair of values occurs) when the candidate takes them; else depth 1, ``"gap"``, 1.0,
+        0.0 with a :class:`~ntkref.testing.CoverageWarning`.
+    filter_size, fix_first_last : as in :func:`ntkref.kernels.cntk` (not swept)
+    which : {"ntk", "nngp"} or None
     layout : {"NCHW", "NHWC"}
     diag_tol, offdiag_tol, atol, max_examples, battery, inputs, dtype, backend, pass_none, seed, shrink,
     raise_on_failure, mode, convention_threshold, record_entries : as in :func:`ntkref.testing.check_kernel`
-        (``inputs`` draws images in ``layout``; default ``max_examples`` 50: a CNTK costs O(P²) per pair).
+        (``inputs`` draws images in ``layout``; default ``max_examples`` 50: a CNTK costs O(P²) per pair; the
+        float32 default tolerance is 1e-5, not a certified bound for the CNTK).
+    factory : bool
+        As in :func:`ntkref.testing.check_kernel`.
 
     Returns
     -------
     CheckReport
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntkref import kernels
+    >>> from ntkref.testing import check_cntk
+    >>> def my_cntk(x1, x2=None, *, depth, readout, W_std, b_std, which):
+    ...     k = kernels.cntk(x1, x2, depth=depth, readout=readout, W_std=W_std, b_std=b_std)
+    ...     return np.asarray(getattr(k, which))
+    >>> report = check_cntk(my_cntk, max_examples=8)          # GAP and Flatten, depth 1-2, with/without biases
+    >>> report.passed, report.coverage["exercised"]["readout"]
+    (True, ['gap', 'flatten'])
     """
     caller = "check_cntk"
+    if not callable(candidate):
+        raise InvalidParameterError(f"The 'candidate' parameter of {caller} must be callable. Got {candidate!r}.")
+    plan = _coverage.plan("cntk", candidate, factory=factory, reference=None, depth=depth, readout=readout,
+                          W_std=W_std, b_std=b_std, which=which)
+    plan.warn(caller)
+    if plan.sweep:
+        mode = check_mode(mode, caller)
+        max_examples = check_int(max_examples, "max_examples", caller=caller, low=0)
+        common = dict(filter_size=filter_size, fix_first_last=fix_first_last, layout=layout, diag_tol=diag_tol,
+                      offdiag_tol=offdiag_tol, atol=atol, battery=battery, inputs=inputs, dtype=dtype,
+                      backend=backend, pass_none=pass_none, shrink=shrink, raise_on_failure=False, mode=mode,
+                      convention_threshold=convention_threshold, record_entries=record_entries)
+
+        def one(f, config, *, max_examples, seed):
+            return check_cntk(f, **config, max_examples=max_examples, seed=seed, **common)
+
+        report = _coverage.run_sweep(caller, plan, call=one, max_examples=max_examples, mode=mode, seed=seed)
+        return finish(report, raise_on_failure)
+    depth, readout, W_std, b_std, which = (plan.configs[0][p] for p in _coverage.CNTK_PARAMS)
+    candidate = plan.bind(plan.configs[0])
     which = check_option(which, "which", ("ntk", "nngp"), caller=caller)
     layout = check_option(layout, "layout", ("NCHW", "NHWC"), caller=caller)
+    dtype = check_dtype(dtype, caller)
+    tol_default, dtype_bound, user_source = _coverage.default_tolerance("cntk", dtype, depth,
+                                                                        given=(diag_tol, offdiag_tol))
+    diag_tol = tol_default if diag_tol is None else diag_tol
+    offdiag_tol = tol_default if offdiag_tol is None else offdiag_tol
     diag_tol = check_real(diag_tol, "diag_tol", caller=caller, low=0.0, allow_inf=True)
     offdiag_tol = check_real(offdiag_tol, "offdiag_tol", caller=caller, low=0.0, allow_inf=True)
     atol = check_real(atol, "atol", caller=caller, low=0.0)
-    dtype = check_dtype(dtype, caller)
     mode = check_mode(mode, caller)
-    threshold = check_convention_threshold(convention_threshold, dtype, caller)
+    check_convention_threshold(convention_threshold, dtype, caller, kinds_by_cause=True)
     use_battery = battery_flag(battery, inputs, caller)
     if not callable(candidate):
         raise InvalidParameterError(f"The 'candidate' parameter of {caller} must be callable. Got {candidate!r}.")
@@ -331,21 +382,38 @@ def check_cntk(
         return ref(_to_nchw(x1, layout), _to_nchw(x2, layout))
 
     comparison = KernelComparison(candidate, reference, diag_tol=diag_tol, offdiag_tol=offdiag_tol, atol=atol,
-                                  pass_none=pass_none, threshold=threshold)
+                                  pass_none=pass_none)
+    comparison.why_tested = ("the CNTK has no proven error bound yet: every entry is judged by the tested bound "
+                             f"({bound_source}), not proven")
+
+    def build(p, w):  # ntkref's CNTK under another convention, on the candidate's layout
+        alt = cntk_reference(w, p, backend, p["depth"], dtype)
+        return lambda x1, x2: alt(_to_nchw(x1, layout), _to_nchw(x2, layout))
+
+    comparison.diagnoser = KernelDiagnoser(comparison, family="cntk", params=params, which=which, build=build,
+                                           dtype=dtype, layout=layout)
 
     def cast(x):
         return None if x is None else np.asarray(x).astype(dtype)
 
+    observer = _coverage.InputObserver("cntk", dtype)
+
     def evaluate(pair, rec):
-        return comparison.evaluate(cast(pair[0]), cast(pair[1]), rec)
+        x1, x2 = cast(pair[0]), cast(pair[1])
+        observer.observe(x1, x2, layout)
+        return comparison.evaluate(x1, x2, rec)
 
     cases = ([(n, (a, b)) for n, a, b in hard_images(seed=seed, layout=layout, dtype=dtype)] if use_battery else [])
     report = drive(
         caller, strategy=inputs, evaluate=evaluate, battery_cases=cases, order=("x1", "x2"), mode=mode,
         max_examples=max_examples, seed=seed, shrink=shrink, description=desc,
         tolerance={"user": {"diagonal": diag_tol, "off-diagonal": offdiag_tol, "atol": atol},
-                   "ntkref_bound": bound if isinstance(bound, float) else None, "bound_source": bound_source},
-        reduce=comparison.reduce, hint=comparison.hint,
+                   "ntkref_bound": bound if isinstance(bound, float) else None, "bound_source": bound_source,
+                   "user_source": user_source, **dtype_bound},
+        reduce=comparison.reduce, hint=comparison.hint, pin=comparison.diagnoser.pin,
         record_entries=(mode == "measure") if record_entries is None else bool(record_entries),
     )
+    _coverage.annotate(report, plan, observer, family="cntk", dtype=dtype, diag_tol=diag_tol,
+                       offdiag_tol=offdiag_tol, atol=atol, reference=None,
+                       extra={"filter_size": filter_size, "fix_first_last": bool(fix_first_last), "layout": layout})
     return finish(report, raise_on_failure)

@@ -9,14 +9,16 @@ counterexample inside a claimed radius, or a positive radius where g(x₀) = 0).
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np  # host-side test tooling: inputs and reports are NumPy arrays by design
 from hypothesis import strategies as st
 
 from .. import certify, dynamics, kernels, losses, machines
+from .. import kkt as _kkt
 from .._lib.backend import to_numpy
 from .._lib.validation import InvalidParameterError, check_array, check_int, check_option, check_real
-from ._engine import check_candidate, check_mode, drive, finish
+from ._engine import check_candidate, check_dtype, check_mode, drive, finish
 from ._kernel import host, mover
 from ._report import Mismatch
 from ._strategies import machine_problems
@@ -52,19 +54,75 @@ def _threshold(value, default, caller):
 # ---------------------------------------------------------------------------------------------
 # kernel machines
 # ---------------------------------------------------------------------------------------------
-def fit_convention_hint(K, y, alpha, loss, lam, *, reduction="sum", tol=1e-8, loss_options=None):
-    """Which usual convention slip explains a candidate α, if any (host NumPy inputs).
+_PRECISION_MULTIPLE = 10  # an unexplained objective error within 10·n·eps of the working precision (a sum of n
+# rounded loss terms: what a solver computing in that precision can reach) is "precision"; above it, "formula"
 
-    Tries λ′ ∈ {2λ, λ/2, nλ, λ/n} and the other reduction, and says which one α solves (its objective
-    within ``tol``·max(1, |P*|) of ntkref's optimum there): e.g. ``"matches lam' = 2*lam"`` — the ½ convention
-    of the squared loss — or ``"matches reduction='mean'"``.  Returns ``""`` if none does.
+
+def _solve_quiet(Kx, yx, loss_obj, lam, reduction, fit_intercept):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return machines.solve(Kx, yx, loss_obj, lam, reduction=reduction, fit_intercept=fit_intercept)
+
+
+def _fit_diagnosis(K, y, alpha, b, loss_obj, lam, reduction, fit_intercept, tol, eps):
+    """(kind, hint, slips) of a failing fit (host float64 K, y, alpha; b or None), by cause, from the candidate's
+    own duality gaps (:func:`ntkref.kkt.diagnose` at the verdict's tolerance): a usual slip that the candidate
+    provably solves — its relative duality gap under the slipped problem (on K, or on K rounded to float32) is at
+    most ``tol`` — is ``"convention"``; the asked problem on float32-rounded K is ``"precision"``, as is an error
+    within 10·n·eps; anything else ``"formula"`` with no hint.  (A gap ≤ tol proves P − P* ≤ tol·max(1, |P|) by
+    weak duality, so a slip is named only when it explains the candidate.)"""
+    put = mover(None)
+    d = _kkt.diagnose(put(alpha), put(K), put(y), loss_obj, lam, intercept=b if fit_intercept else None,
+                      reduction=reduction, tol=tol)
+    if d.optimal:  # its gap certifies the asked problem to tol: the excess is the rounding of the two evaluations
+        return "precision", "", ()
+    if d.kind == "formula" and d.relative_gap <= _PRECISION_MULTIPLE * K.shape[0] * eps:
+        return "precision", "", ()
+    hint = d.hint.replace("check it on a Gram exact in float32", "check it with dtype='float32' (K exact in float32)")
+    return d.kind, hint, d.slips
+
+
+def fit_convention_hint(K, y, alpha, loss, lam, *, reduction="sum", tol=1e-8, loss_options=None,
+                        fit_intercept=False, intercept=None):
+    """Which usual convention slip explains a candidate α (and b), if any (host NumPy inputs).
+
+    Tries λ′ ∈ {2λ, λ/2, 1/λ, nλ, λ/n} — named for the SVM and logistic losses by scikit-learn's C = 1/λ (sum
+    convention): C = 1/(2λ), 2/λ, λ, … — and the intercept missing (``fit_intercept=True``) or added
+    (``fit_intercept=False``), each on K and on K rounded to float32 (libsvm's kernel cache), and says which one
+    the candidate provably solves: its relative duality gap under that problem at most ``tol``
+    (:func:`ntkref.kkt.diagnose`; weak duality then bounds its objective excess there), e.g. ``"... lam' = 2*lam ..."`` — the ½ convention of the squared loss — or ``"... C = 1/(2*lam)
+    ..."``.  Also names the exact solution of the asked problem for K rounded to float32 (a precision limit, not a
+    slip).  Returns ``""`` if nothing explains the candidate (no hint rather than a wrong one).
+
+    ``intercept``: the candidate's b with ``fit_intercept=True`` (required then).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntkref import machines
+    >>> from ntkref.testing import fit_convention_hint
+    >>> K = np.array([[2.0, 0.5, 0.1], [0.5, 1.0, 0.2], [0.1, 0.2, 1.5]]); y = np.array([1.0, -1.0, 1.0])
+    >>> a = machines.fit(K, y, "squared", 0.2)           # solved with 2λ: the ½ convention of the squared loss
+    >>> "lam' = 2*lam" in fit_convention_hint(K, y, a, "squared", 0.1)
+    True
+    >>> fit_convention_hint(K, y, machines.fit(K, y, "squared", 0.1), "squared", 0.1)
+    ''
     """
     caller = "fit_convention_hint"
     loss_obj = losses.get(loss, **(loss_options or {})) if isinstance(loss, str) else loss
     lam = check_real(lam, "lam", caller=caller, low=0.0, closed="neither")
     tol = check_real(tol, "tol", caller=caller, low=0.0)
     reduction = check_option(reduction, "reduction", ("sum", "mean"), caller=caller)
-    put = mover(None)
+    if not isinstance(fit_intercept, bool):
+        raise InvalidParameterError(f"The 'fit_intercept' parameter of {caller} must be True or False. Got "
+                                    f"{fit_intercept!r} instead.")
+    b = None
+    if fit_intercept:
+        if intercept is None:
+            raise InvalidParameterError(f"The 'intercept' parameter of {caller} is required with fit_intercept=True "
+                                        "(the candidate's b).")
+        b = check_real(float(np.asarray(to_numpy(intercept), dtype=np.float64).reshape(-1)[0])
+                       if np.ndim(to_numpy(intercept)) else intercept, "intercept", caller=caller)
     K = check_array(np.asarray(to_numpy(K)), "K", caller=caller, ndim=2, xp=np, dtype=np.float64)
     n = K.shape[0]
     if n == 0 or K.shape[1] != n:
@@ -72,77 +130,149 @@ def fit_convention_hint(K, y, alpha, loss, lam, *, reduction="sum", tol=1e-8, lo
                                     f"{K.shape}.")
     y, alpha = (check_array(np.asarray(to_numpy(a)), name, caller=caller, xp=np, dtype=np.float64, shape=(n,))
                 for a, name in ((y, "y"), (alpha, "alpha")))
-    other = "mean" if reduction == "sum" else "sum"
-    trials = [(f"lam' = 2*lam = {2 * lam:g}", 2 * lam, reduction), (f"lam' = lam/2 = {lam / 2:g}", lam / 2, reduction),
-              (f"lam' = n*lam = {n * lam:g} (sum vs mean)", n * lam, reduction),
-              (f"lam' = lam/n = {lam / n:g} (mean vs sum)", lam / n, reduction),
-              (f"reduction={other!r}", lam, other)]
-    Kx, yx, ax = put(K), put(y), put(alpha)
-    for label, lam2, red in trials:
-        try:
-            a_ref = machines.fit(Kx, yx, loss_obj, lam2, reduction=red)
-            p_ref = float(machines.objective(a_ref, Kx, yx, loss_obj, lam2, reduction=red))
-            p_c = float(machines.objective(ax, Kx, yx, loss_obj, lam2, reduction=red))
-        except Exception:  # a trial that cannot be solved explains nothing
-            continue
-        if (p_c - p_ref) / max(1.0, abs(p_ref)) <= tol:
-            return f"the candidate's alpha solves the problem with {label} instead (check the convention)"
-    return ""
+    kind, hint, _ = _fit_diagnosis(K, y, alpha, b, loss_obj, lam, reduction, fit_intercept, tol,
+                                   float(np.finfo(np.float64).eps))
+    return hint if kind in ("convention", "precision") else ""
 
 
-def check_fit(candidate, *, loss="hinge", lam=0.1, reduction="sum", loss_options=None, objective_tol=1e-8,
-              max_examples=50, problems=None, backend=None, seed=0, shrink=True, raise_on_failure=True,
-              mode="assert", convention_threshold=None):
-    r"""Check a kernel-machine solver ``candidate(K, y, lam) -> alpha`` against ``ntkref.machines.fit``.
+def _round32(K):
+    """K + τI rounded to float32 (as float64), τ = n·eps₃₂·max|K|: PSD whenever K is (Weyl: the rounding error E
+    has ‖E‖₂ ≤ n·max|Eᵢⱼ| ≤ n·(eps₃₂/2)·max|K + τI| < τ), so the float32 problem has a convex reference."""
+    n = K.shape[0]
+    tau = n * float(np.finfo(np.float32).eps) * float(np.max(np.abs(K))) if K.size else 0.0
+    return (K + tau * np.eye(n)).astype(np.float32).astype(np.float64)
+
+
+def _two_classes(problem):
+    """A problem whose ±1 labels hold both classes (an intercept model needs them: logistic has no minimiser
+    otherwise, SVC refuses one class): a single-class y gets its last label flipped."""
+    K, y = problem
+    y = np.array(y, dtype=np.float64)
+    if y.size >= 2 and np.all(y == y[0]):
+        y[-1] = -y[0]
+    return K, y
+
+
+def _as_pair(out, n):
+    """(alpha, b) from a candidate with an intercept: a pair (alpha, b) (b a number or a length-1 array)."""
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        raise TypeError(f"with fit_intercept=True the candidate must return a pair (alpha, b); got "
+                        f"{type(out).__name__}")
+    alpha = host(out[0])
+    b = np.asarray(to_numpy(out[1]) if not isinstance(out[1], (int, float)) else out[1], dtype=np.float64)
+    if b.size != 1:
+        raise TypeError(f"the intercept b must be one number; got shape {b.shape}")
+    return alpha, float(b.reshape(-1)[0])
+
+
+def check_fit(candidate, *, loss="hinge", lam=0.1, reduction="sum", loss_options=None, objective_tol=None,
+              fit_intercept=False, dtype="float64", max_examples=50, problems=None, backend=None, seed=0,
+              shrink=True, raise_on_failure=True, mode="assert", convention_threshold=None):
+    r"""Check a kernel-machine solver ``candidate(K, y, lam) -> alpha`` (``fit_intercept=True``: ``-> (alpha, b)``)
+    against ``ntkref.machines.solve``.
 
     The minimiser of seed 000 eq. (7), P(α) = (λ/2)αᵀKα + Σ l((Kα)ᵢ, yᵢ) (``"mean"``:
-    the loss sum / n), is unique in β (λ-strong convexity) but α need not be
-    (singular K), so the candidate is judged by its objective:
+    the loss sum / n) — with ``fit_intercept=True`` the machine f = Kα + b with an unregularised intercept,
+    P(α, b) = (λ/2)αᵀKα + Σ l((Kα)ᵢ + b, yᵢ) (:mod:`ntkref.kkt`; scikit-learn's ``SVC(kernel="precomputed",
+    C=1/λ)``) — is unique in β (λ-strong convexity) but α need not be (singular K), nor b (no free support
+    vector), so the candidate is judged by its objective:
 
-    .. math::  e = \frac{P(\alpha_{\rm cand}) - P(\alpha_{\rm ref})}{\max(1, |P(\alpha_{\rm ref})|)} \le
+    .. math::  e = \frac{P(\alpha_{\rm cand}[, b_{\rm cand}]) - P^{\rm ref}}{\max(1, |P^{\rm ref}|)} \le
                \max(\text{objective\_tol}, g_{\rm ref}),
 
-    g_ref = the reference's relative duality gap (``machines.solve(...).duality_gap``, its certificate
-    P(α_ref) − P* ≤ gap: ntkref's own bound, used in the verdict when larger than the user's).  This bounds
-    the function error: ‖β_cand − β*‖² ≤ 2(P(α_cand) − P*)/λ (strong convexity), so
+    g_ref = the reference's relative duality gap plus its rounding estimate (``machines.solve(...)``'s
+    certificate P^ref − P* ≤ gap: ntkref's own bound, used in the verdict when larger than the user's).  This bounds
+    the function error: ‖β_cand − β*‖² ≤ 2(P_cand − P*)/λ (strong convexity), so
     |g_cand(x) − g*(x)| ≤ √K(x,x)·√(2 e max(1,|P*|)/λ).  ``max_error`` also records
-    max |Kα_cand − Kα_ref| / max(1, max|Kα_ref|).  A failing example with e above ``convention_threshold``
-    (default 1e-3) is of kind ``"convention"`` and gets a hint from :func:`fit_convention_hint`
-    ("matches lam' = 2*lam", …).
+    max |f_cand − f_ref| / max(1, max|f_ref|) on the training points (f = Kα [+ b]).
+
+    Kinds by cause (the hint says which): ``"convention"`` — a usual slip that the candidate provably solves
+    (its own duality gap under the slipped problem, :func:`ntkref.kkt.diagnose`, meets the same tolerance): λ′ = 2λ,
+    λ/2, 1/λ, nλ, λ/n (for the SVM and logistic losses named as scikit-learn's C: C = 1/(2λ), 2/λ, λ, … where
+    C = 1/λ belongs), the intercept missing or added, on K or on K rounded to float32; ``"precision"`` — the exact
+    solution of the asked problem for K rounded to float32 (libsvm's single-precision kernel cache), or an error
+    within 10·n·eps (eps of ``dtype``); ``"formula"`` — anything else (an inexact or wrong solver), without a hint.
+
+    scikit-learn's ``SVC``: libsvm caches K in float32, so at a tight ``tol`` it solves the problem for fl32(K)
+    (relative objective error up to ~3e-6 on the default problems: kind ``"precision"`` with that hint).
+    ``dtype="float32"`` checks it below that limit: K and y are rounded to float32 and given to the candidate as
+    float32 arrays, and the reference solves that problem exactly (the correctly mapped
+    ``SVC(kernel="precomputed", C=1/lam, tol=1e-12)`` then agrees to ~1e-12; tests/test_oracle_fits.py).
 
     Parameters
     ----------
-    candidate : callable (K, y, lam) -> alpha (shape (n,))
-    loss, lam, reduction, loss_options : as in ``ntkref.machines.fit`` / ``ntkref.losses.get``
-    objective_tol : float
+    candidate : callable (K, y, lam) -> alpha (shape (n,)), or -> (alpha, b) with ``fit_intercept=True``
+    loss, lam, reduction, loss_options : as in ``ntkref.machines.solve`` / ``ntkref.losses.get``
+    objective_tol : float, optional
+        Default 1e-8 (``dtype="float32"``: 1e-5, a float32 solver's n·eps).
+    fit_intercept : bool
+        Check the machine with an unregularised intercept (``ntkref.kkt.fit_with_intercept``).
+    dtype : {"float64", "float32"}
+        The candidate's inputs (float32: rounded, and the reference solves the rounded problem).
     problems : hypothesis strategy of (K, y), optional
-        Default :func:`ntkref.testing.machine_problems` (regression labels for the regression losses).
+        Default :func:`ntkref.testing.machine_problems` (regression labels for the regression losses; with an
+        intercept and ±1 labels, both classes present).
     backend : str, optional
         Namespace of the reference computation.
     max_examples, seed, shrink, raise_on_failure, mode : as in :func:`ntkref.testing.check_kernel`.
     convention_threshold : float, optional
+        Accepted for compatibility and ignored: kinds are decided by cause, not by size.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntkref.testing import check_fit
+    >>> def krr(K, y, lam):      # (y − z)² without ½: α = (K + (λ/2) I)⁻¹ y (docs/conventions.md)
+    ...     return np.linalg.solve(K + lam / 2 * np.eye(len(y)), y)
+    >>> check_fit(krr, loss="squared", lam=0.3, max_examples=5).passed
+    True
+    >>> def krr_intercept(K, y, lam):   # [[K + (λ/2)I, 1], [1ᵀ, 0]]·[α; b] = [y; 0]
+    ...     n = len(y); A = np.block([[K + lam / 2 * np.eye(n), np.ones((n, 1))], [np.ones((1, n)), np.zeros((1, 1))]])
+    ...     s = np.linalg.solve(A, np.append(y, 0.0)); return s[:n], s[n]
+    >>> check_fit(krr_intercept, loss="squared", lam=0.3, fit_intercept=True, max_examples=5).passed
+    True
     """
     check_candidate(candidate, "check_fit")
     loss_obj = losses.get(loss, **(loss_options or {}))
-    objective_tol = check_real(objective_tol, "objective_tol", caller="check_fit", low=0.0)
+    dtype = check_dtype(dtype, "check_fit")
+    if not isinstance(fit_intercept, bool):
+        raise InvalidParameterError(f"The 'fit_intercept' parameter of check_fit must be True or False. Got "
+                                    f"{fit_intercept!r} instead.")
+    objective_tol = (1e-8 if dtype == "float64" else 1e-5) if objective_tol is None else check_real(
+        objective_tol, "objective_tol", caller="check_fit", low=0.0)
+    lam = check_real(lam, "lam", caller="check_fit", low=0.0, closed="neither")
     mode = check_mode(mode, "check_fit")
-    threshold = _threshold(convention_threshold, 1e-3, "check_fit")
+    _threshold(convention_threshold, 1e-3, "check_fit")  # validated, no longer used (kinds by cause)
+    eps = float(np.finfo(np.float32 if dtype == "float32" else np.float64).eps)
     if problems is None:
         problems = machine_problems(kind="binary" if loss_obj.classification else "regression")
+        if fit_intercept and loss_obj.classification:
+            problems = problems.map(_two_classes)
+    pinned = {"slips": None}
 
     def evaluate(problem, rec):
         K, y = (np.asarray(a, dtype=np.float64) for a in problem)
+        if dtype == "float32":  # the problem the candidate sees, exactly, in float64 (a PSD one: _round32)
+            K, y = _round32(K), y.astype(np.float32).astype(np.float64)
         put = mover(backend)
         Kx, yx = put(K), put(y)
-        sol = machines.solve(Kx, yx, loss_obj, lam, reduction=reduction)
+        sol = _solve_quiet(Kx, yx, loss_obj, lam, reduction, fit_intercept)
         alpha_ref = host(sol.alpha_)
-        p_ref = float(machines.objective(sol.alpha_, Kx, yx, loss_obj, lam, reduction=reduction))
+        b_ref = float(sol.intercept_) if fit_intercept else 0.0
+        p_ref = float(sol.primal_objective)
         bound = (max(float(sol.duality_gap), 0.0) + sol.gap_rounding) / max(1.0, abs(p_ref))  # (+ its rounding)
+        if not math.isfinite(bound):  # an uncertified reference never widens the verdict to "anything passes"
+            bound = 0.0
         tol = max(objective_tol, bound)
         src = "ntkref" if bound > objective_tol else "user"
         inputs = {"K": K, "y": y, "lam": lam}
+        cast = (lambda a: a.astype(np.float32)) if dtype == "float32" else (lambda a: a.copy())
         try:
-            alpha = host(candidate(K, y, lam))
+            out = candidate(cast(K), cast(y), lam)
+            if fit_intercept:
+                alpha, b = _as_pair(out, K.shape[0])
+            else:
+                alpha, b = host(out), None
         except Exception as exc:
             return _call_failure(rec, inputs, tol, exc)
         if alpha.shape != (K.shape[0],):
@@ -150,43 +280,55 @@ def check_fit(candidate, *, loss="hinge", lam=0.1, reduction="sum", loss_options
                          f"candidate returned shape {alpha.shape}, expected {(K.shape[0],)}", kind="shape")
             rec.failure(m)
             return [m], math.inf
+        alpha = alpha.astype(np.float64)
         rec.values(1, src == "ntkref")
-        if not np.all(np.isfinite(alpha)):
+        if not np.all(np.isfinite(alpha)) or (b is not None and not math.isfinite(b)):
             bad = np.nonzero(~np.isfinite(alpha))[0]
             for i in bad:
                 rec.bad_value((i,), float(alpha[i]))
-            m = Mismatch(inputs | {"alpha_candidate": alpha}, (int(bad[0]),), float(alpha[bad[0]]), p_ref, math.inf,
-                         tol, "alpha", f"candidate returned non-finite coefficients at {bad.tolist()}",
-                         kind="non_finite", tolerance_source=src)
-            rec.failure(m, len(bad))
+            where = f"coefficients at {bad.tolist()}" if bad.size else f"intercept b = {b!r}"
+            first = (int(bad[0]),) if bad.size else ("b",)
+            m = Mismatch(inputs | {"alpha_candidate": alpha}, first, float(alpha[bad[0]]) if bad.size else b, p_ref,
+                         math.inf, tol, "alpha" if bad.size else "intercept",
+                         f"candidate returned non-finite {where}", kind="non_finite", tolerance_source=src)
+            rec.failure(m, max(len(bad), 1))
             return [m], math.inf
-        p_c = float(machines.objective(put(alpha), Kx, yx, loss_obj, lam, reduction=reduction))
+        p_c = _kkt._objective(put(alpha), Kx, yx, loss_obj, lam, b, reduction)
         err = (p_c - p_ref) / max(1.0, abs(p_ref))
-        g_err = _scaled_gap(K @ alpha, K @ alpha_ref)
+        f_c, f_ref = K @ alpha + (b or 0.0), K @ alpha_ref + b_ref
+        g_err = _scaled_gap(f_c, f_ref)
         rec.error("objective", err)
         rec.error("outputs", float(np.max(g_err)) if g_err.size else 0.0)
         if not err <= tol:
+            kind, hint, slips = _fit_diagnosis(K, y, alpha, b, loss_obj, lam, reduction, fit_intercept, tol, eps)
+            if pinned["slips"] is not None and rec.source == "shrink" and (kind, slips) != pinned["slips"]:
+                return [], 0.0  # a shrink step must keep the cause first found
             i = int(np.argmax(g_err))
-            m = Mismatch(inputs | {"alpha_candidate": alpha, "alpha_reference": alpha_ref}, ("objective",), p_c,
-                         p_ref, err, tol, "objective",
-                         f"largest output gap at training point {i}: g_cand = {float((K @ alpha)[i])!r}, "
-                         f"g_ref = {float((K @ alpha_ref)[i])!r}",
-                         kind="convention" if err > threshold else "precision", tolerance_source=src)
+            extra = {"alpha_candidate": alpha, "alpha_reference": alpha_ref}
+            if fit_intercept:
+                extra |= {"b_candidate": b, "b_reference": b_ref}
+            m = Mismatch(inputs | extra, ("objective",), p_c, p_ref, err, tol, "objective",
+                         f"largest output gap at training point {i}: f_cand = {float(f_c[i])!r}, "
+                         f"f_ref = {float(f_ref[i])!r}" + (f"; b_cand = {b!r}, b_ref = {b_ref!r} (every b in "
+                                                           f"{tuple(sol.intercept_interval_)} is optimal with "
+                                                           "alpha_ref)" if fit_intercept else ""),
+                         kind=kind, tolerance_source=src, hint=hint)
+            m.diagnosis = (kind, slips)
             rec.failure(m)
             return [m], err / tol if tol > 0 else math.inf
         return [], err / tol if tol > 0 else 0.0
 
-    def hint(m):
-        return fit_convention_hint(m.inputs["K"], m.inputs["y"], m.inputs["alpha_candidate"], loss_obj, lam,
-                                   reduction=reduction, tol=max(objective_tol, 1e-10))
+    def pin(diagnosis):
+        pinned["slips"] = diagnosis
 
     desc = (f"check_fit({getattr(candidate, '__qualname__', candidate)}, loss={loss_obj.name!r}, lam={lam!r}, "
-            f"reduction={reduction!r}, objective_tol={objective_tol:g})")
+            f"reduction={reduction!r}, fit_intercept={fit_intercept!r}, dtype={dtype!r}, "
+            f"objective_tol={objective_tol:g})")
     report = drive("check_fit", strategy=problems, evaluate=evaluate, battery_cases=[], order=("K", "y"), mode=mode,
                    max_examples=max_examples, seed=seed, shrink=shrink, description=desc,
                    tolerance={"user": {"objective": objective_tol}, "ntkref_bound": None,
                               "bound_source": "the reference solve's relative duality gap, per problem"},
-                   hint=hint)
+                   hint=lambda m: m.hint, pin=pin)
     return finish(report, raise_on_failure)
 
 

@@ -28,6 +28,7 @@ SEAMS = {
     "gradient_flow": "refused: the flows need K in one process",
     "subgradient_descent": "one blocked mat-vec per step",
     "certified_radius": "lazy radii, one task per row chunk of `x_test`",
+    "open_zarr": "opens the Zarr array read-only (`zarr.open_array`); the sampled entries are read, nothing else",
 }
 
 
@@ -49,5 +50,6 @@ def register():
         ("gradient_flow", _machines.refuse_gradient_flow),
         ("subgradient_descent", _machines.subgradient_descent),
         ("certified_radius", _graphs.certified_radius),
+        ("open_zarr", _store.open_zarr),
     ):
         getattr(dispatch, name).register("dask", impl)

@@ -36,7 +36,7 @@ from ..._lib.backend import host_float64, to_numpy
 from ..._lib.compat import single_threaded_blas
 from ..._lib.validation import InvalidParameterError
 from ...certify import certified_radius as _radius
-from ...kernels import Kernel
+from ...kernels import BoundedKernel, Kernel
 from ...kernels import cntk as _cntk
 from ...kernels import fc as _fc
 from ...machines import predict as _predict
@@ -66,7 +66,7 @@ def _da():
     try:
         import dask.array as da
     except ImportError as exc:  # pragma: no cover - only reached with dask arrays, so dask is there
-        raise ImportError("ntkref's Dask path needs dask[array]: pip install 'ntkref[dask]'") from exc
+        raise ImportError("ntkref's Dask path needs dask[array]: pip install -e '.[dask]' from ntkref's checkout") from exc
     return da
 
 
@@ -203,7 +203,8 @@ def _fc_block(kwargs, a, b):
     # (measured 4× slower on 2 cores with the threaded scheduler)
     with single_threaded_blas(array_api_compat.array_namespace(a)):
         k = _fc(a, b, **kwargs)
-    return tuple(v for v in (k.nngp, k.ntk) if v is not None)
+    return tuple(v for v in (k.nngp, k.ntk, getattr(k, "nngp_bound", None), getattr(k, "ntk_bound", None))
+                 if v is not None)
 
 
 def _cntk_block(kwargs, a, b):
@@ -246,10 +247,13 @@ def fc(x1, x2=None, **kwargs):
         kwargs["n_jobs"] = 1
     # every parameter is checked now, on one zero row (no data is read)
     probe = _fc(_zero_row(x1), **kwargs)
-    wanted = [g for g in ("nngp", "ntk") if getattr(probe, g) is not None]
+    # with error_bound=True the probe is a BoundedKernel: its bounds are lazy outputs too, one task per block
+    wanted = [g for g in ("nngp", "ntk", "nngp_bound", "ntk_bound") if getattr(probe, g, None) is not None]
     outs = gram(partial(_fc_block, kwargs), x1, x2, n_out=len(wanted), dtype=np.dtype(probe.ntk.dtype if
                 probe.ntk is not None else probe.nngp.dtype), caller="fc")
     res = dict(zip(wanted, outs))
+    if isinstance(probe, BoundedKernel):
+        return BoundedKernel(res.get("nngp"), res.get("ntk"), res.get("nngp_bound"), res.get("ntk_bound"))
     return Kernel(res.get("nngp"), res.get("ntk"))
 
 

@@ -269,3 +269,20 @@ def open_gram(path, *, chunks=None, verify="read"):
             dsk[(name, i, j)] = (_read, src, r[i], r[i + 1], c[j], c[j + 1], rect, checks)
     return da.Array(HighLevelGraph.from_collections(name, dsk, dependencies=[]), name, chunks=chunks, dtype=dtype,
                     meta=np.empty((0, 0), dtype=dtype))
+
+
+def open_zarr(path):
+    """A Zarr array opened read-only (``zarr.open_array(path, mode="r")``): the candidate Gram of a sampled check
+    (``ntkref compare --sample/--rows``), of which only the sampled entries or rows are read.  Any Zarr array
+    (no ntkref manifest needed: this is the user's file, not a store of :func:`store_gram`); an error naming
+    ``path`` if it is not one, or if zarr is not installed."""
+    try:
+        import zarr
+    except ImportError:
+        raise InvalidParameterError(f"The 'path' parameter of open_zarr names a Zarr array ({path!r}), which needs the "
+                                    "zarr package: pip install -e \".[dask]\" from ntkref's checkout.") from None
+    try:
+        return zarr.open_array(path, mode="r")
+    except Exception as exc:  # noqa: BLE001 - zarr's errors vary by version; one message naming the path
+        raise InvalidParameterError(f"The 'path' parameter of open_zarr must name a readable Zarr array. Got {path!r} "
+                                    f"({type(exc).__name__}: {exc}).") from None
