@@ -32,10 +32,11 @@ Commands (``ntkref COMMAND --help`` documents each):
     Compare a user's array with the reference computed from the same inputs and
     print max/median absolute, relative and scaled errors over the finite entries,
     where, the non-finite entries apart, and whether each entry is within its
-    tolerance max(user tolerance, ntkref's own certified bound for that entry);
+    tolerance (FC kernels with ReLU or erf: the user's tolerance against the exact kernel, a proven verdict;
+    elsewhere max(user tolerance, ntkref's stated bound for that entry), a tested one; each entry says which);
     exit status 1 on disagreement.  ``--report FILE.json`` writes the numbers
     (per-array summaries, worst entries with (row, col) and input rows, grouped
-    as non_finite / convention / precision; schema in :mod:`ntkref.cli._verdict`),
+    by cause as non_finite / convention / precision / formula; schema in :mod:`ntkref.cli._verdict`),
     ``--csv FILE.csv`` the per-entry table.  ``--get both`` compares a .npz with
     'nngp' and 'ntk'.  On disagreement it tests the usual convention slips
     (kernels: NNGP vs NTK, a constant factor such as Arora et al.'s d·2^L; fits:

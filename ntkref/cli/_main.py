@@ -193,10 +193,11 @@ def build_parser():
     p.add_argument("--report", default=None, metavar="FILE.json",
                    help="also write the results as JSON: per-array summaries (max/median errors over the finite "
                         "entries), non-finite entries apart, worst entries with locations grouped as non_finite/"
-                        "convention/precision, hints (schema in ntkref.cli._verdict)")
+                        "convention/precision/formula, per-entry verdict basis (proven or tested), hints (schema in ntkref.cli._verdict)")
     p.add_argument("--csv", default=None, metavar="FILE.csv",
                    help="also write the per-entry table (row, col, candidate, reference, abs/scaled error, the "
-                        "tolerance used and whether the user's or ntkref's bound applied) as CSV")
+                        "tolerance used and whether the user's or ntkref's bound applied, whether the verdict is proven and its "
+                        "basis) as CSV")
     p.add_argument("--sample", type=int, default=None, metavar="N",
                    help="kernel: check N random entries of a Gram too large to read whole (--candidate a .npy "
                         "read as a memory map, or a .zarr array; the reference is computed for those pairs only; "

@@ -92,7 +92,7 @@ user tolerance being ``diag_tol`` on the diagonal of a symmetric call (x2 = None
 (``tolerance_counts``).  ntkref's bound for FC kernels (ReLU, erf) is 1e-13: tests/test_kernels.py checks
 every entry against 50-digit mpmath at input norms from 1e-300 to ~1e150 (see :mod:`ntkref.testing._kernel`
 for the tests and the depth rule); for the CNTK see :func:`check_cntk`.  Where ntkref's bound is *proven*
-(``kernels.fc(..., error_bound=True)``: ReLU), the verdict is instead against the exact kernel at the user's τ —
+(``kernels.fc(..., error_bound=True)``: ReLU or erf), the verdict is instead against the exact kernel at the user's τ —
 decided by the proven bound, and an entry within that bound of the threshold by a ball-arithmetic enclosure
 (python-flint, the ``rigorous`` extra; without it such entries fall back to the rule above, marked not
 proven) — :mod:`ntkref._verdicts`; each entry says whether its verdict is ``proven`` and on which

@@ -5,7 +5,7 @@ the exact scale s* = √(K*(xᵢ,xᵢ)K*(x′ⱼ,x′ⱼ)) and τ the user's tol
 
     fail  ⇔  K_ij not finite  or  |K_ij − K*_ij| > τ·s*_ij + atol.
 
-Where ntkref has a proven error bound B (``kernels.fc(..., error_bound=True)``: ReLU, with or without biases —
+Where ntkref has a proven error bound B (``kernels.fc(..., error_bound=True)``: ReLU or erf, with or without biases —
 whatever the analysis covers; elsewhere it raises NotImplementedError naming ``error_bound``), the verdict is a
 theorem: decided by B (|K − R| ± B against τ·[s_lo, s_hi] + atol, directed rounding), and an entry within B of
 the threshold by a ball-arithmetic enclosure (``ntkref.enclosures``, python-flint).  Otherwise — no proven
@@ -380,7 +380,7 @@ def check_kernel(
 
     (module docstring), failing where the candidate is further than ``diag_tol`` (diagonal of a symmetric
     call) or ``offdiag_tol`` (elsewhere) times the scale, plus ``atol``, from the *exact* kernel — a proven
-    verdict where ntkref has a proven error bound (ReLU; an entry near the threshold settled by a
+    verdict where ntkref has a proven error bound (ReLU, erf; an entry near the threshold settled by a
     ball-arithmetic enclosure, python-flint), else judged by the tested rule e > max(tolerance, b) with b
     ntkref's certified (observed) bound, 1e-13 — or the candidate's value is not finite, raises, or has the
     wrong shape.  Each entry says whether its verdict is proven (``report.verdicts``, the entry table's

@@ -2,8 +2,10 @@ r"""Checkers for kernel machines, training dynamics and certificates (re-exporte
 
 Modes, reports and JSON: as for :func:`ntkref.testing.check_kernel` (``mode="assert"`` / ``"measure"``).
 Failure kinds here: ``"exception"`` (the candidate raised), ``"shape"`` (wrong shape, or invalid values such as
-negative radii), ``"non_finite"`` (inf/NaN in α, g or the radii), ``"convention"`` / ``"precision"`` (an error
-above the verdict tolerance, above / below ``convention_threshold``), ``"soundness"`` (certificates: a
+negative radii), ``"non_finite"`` (inf/NaN in α, g or the radii); for fits by cause (:func:`ntkref.kkt.diagnose`):
+``"convention"`` (a named slip makes the candidate optimal), ``"precision"`` (the float32-K limit, or within
+10·n·eps), ``"formula"`` (anything else, no hint); for dynamics ``"convention"`` / ``"precision"`` (an error above
+the verdict tolerance, above / below ``convention_threshold``); ``"soundness"`` (certificates: a
 counterexample inside a claimed radius, or a positive radius where g(x₀) = 0).
 """
 from __future__ import annotations

@@ -9,7 +9,7 @@ The scaled kernel error and ntkref's own error bounds (the verdict's floor), whi
 Failure kinds
 -------------
 Kinds are by cause, not by size, and the same for ``ntkref compare`` (one diagnosis, :mod:`ntkref._diagnosis`;
-kernel checks — fits and dynamics still split their finite errors at their ``convention_threshold``):
+kernel and fit checks — dynamics still split their finite errors at their ``convention_threshold``):
 
 ``"non_finite"``   the candidate returned inf or NaN where the reference is finite, or a finite value lost to
                    underflow/overflow (wrong only at extreme scales — R(x,x) outside [tiny^⅓, max^⅓] of the dtype —
