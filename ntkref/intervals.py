@@ -12,20 +12,20 @@ The theorem and its assumptions
 Assumptions (A1)–(A4) are the only ones; the tests check each operation against exact rational arithmetic
 (``fractions.Fraction``) on hypothesis-drawn and adversarial operands (huge, tiny, subnormal, signed zeros).
 
-(A1) IEEE-754 binary32/binary64 arithmetic with round-to-nearest and gradual underflow (no flush-to-zero,
-     no denormals-are-zero): then + − × ÷ √ are *correctly rounded* — the computed r = fl(x ∘ y) is the
-     representable number nearest to the exact x ∘ y, also in the subnormal range.  So the exact value lies
-     strictly between ``nextafter(r, −∞)`` and ``nextafter(r, +∞)``: one step of ``xp.nextafter`` outward
-     encloses it.  This includes overflow: round-to-nearest gives ±∞ only when |x ∘ y| exceeds the largest
-     finite number, and ``nextafter(+∞, −∞)`` is that number.
-(A2) The library functions exp, log, acos, asin, atan2 and erf return a value within ``LIBRARY_ULPS`` = 4
-     representable numbers of the exact value (glibc, CUDA's libdevice and the MKL/SLEEF kernels PyTorch
-     uses document ≤ 1–4 ulp for these in float64 and float32); their results are moved outward by that
-     many ``nextafter`` steps.  This is an assumption about the math library, not a theorem.
-(A3) Sums and matrix products are evaluated by *some* sequence of correctly rounded additions and
-     multiplications (or fused multiply-adds) — any order, any tree (pairwise, blocked, SIMD lanes, GPU
-     tree reductions, BLAS), but no Strassen-type algorithm and no reduced-precision inputs (TF32 off).
-(A4) Python floats are IEEE binary64 (every platform CPython runs on).
+- (A1) IEEE-754 binary32/binary64 arithmetic with round-to-nearest and gradual underflow (no flush-to-zero,
+  no denormals-are-zero): then + − × ÷ √ are *correctly rounded* — the computed r = fl(x ∘ y) is the
+  representable number nearest to the exact x ∘ y, also in the subnormal range.  So the exact value lies
+  strictly between ``nextafter(r, −∞)`` and ``nextafter(r, +∞)``: one step of ``xp.nextafter`` outward
+  encloses it.  This includes overflow: round-to-nearest gives ±∞ only when |x ∘ y| exceeds the largest
+  finite number, and ``nextafter(+∞, −∞)`` is that number.
+- (A2) The library functions exp, log, acos, asin, atan2 and erf return a value within ``LIBRARY_ULPS`` = 4
+  representable numbers of the exact value (glibc, CUDA's libdevice and the MKL/SLEEF kernels PyTorch
+  uses document ≤ 1–4 ulp for these in float64 and float32); their results are moved outward by that
+  many ``nextafter`` steps.  This is an assumption about the math library, not a theorem.
+- (A3) Sums and matrix products are evaluated by *some* sequence of correctly rounded additions and
+  multiplications (or fused multiply-adds) — any order, any tree (pairwise, blocked, SIMD lanes, GPU
+  tree reductions, BLAS), but no Strassen-type algorithm and no reduced-precision inputs (TF32 off).
+- (A4) Python floats are IEEE binary64 (every platform CPython runs on).
 
 Rounding of sums and dot products (proved here, used by :func:`sum` and :func:`matmul`).  Let u = eps/2 and
 γₖ = k·u/(1 − k·u) (Higham, *Accuracy and Stability*, Lemma 3.1 and eqs. (3.4)–(4.4)).  Under (A1) and

@@ -292,8 +292,14 @@ def test_proven_certificate_on_the_namespace_under_test(asxp, tonp):
     assert np.array_equal(tonp(g), g0) and np.array_equal(tonp(bound), bound0)
     for loss, lam in (("hinge", 1e-6), ("squared", 0.1)):
         km, km0 = machines.solve(asxp(K), asxp(_Y2), loss, lam), machines.solve(K, _Y2, loss, lam)
-        assert (km.duality_gap, km.gap_rounding, km.converged, km.psd_margin) == (
-            km0.duality_gap, km0.gap_rounding, km0.converged, km0.psd_margin)
+        assert (km.converged, km.psd_margin) == (km0.converged, km0.psd_margin)
+        if "torch" in namespace_of(asxp(K)).__name__:
+            # torch sums in another order (the solver's α differs at rounding level): its own certificate is
+            # checked in exact rationals — the exact P(α) − D(α′) of its α is within its proven bound
+            P, D = _exact_certificate(K, _Y2, tonp(km.alpha_), losses.get(loss), lam)
+            assert P - D <= F(max(km.duality_gap, 0.0)) + F(km.gap_rounding)
+        else:  # NumPy and array-api-strict sum as NumPy does: the same numbers, bit for bit
+            assert (km.duality_gap, km.gap_rounding) == (km0.duality_gap, km0.gap_rounding)
 
 
 def namespace_of(a):

@@ -190,9 +190,9 @@ def solve(K, y, loss, lam, *, reduction="sum", tol=None, max_iter=None, check_ps
     float32: a float32 K is solved in float64 arithmetic (exact conversions: the working-set matrices for
     the QP losses, one n×n copy for logistic's Newton systems and the squared loss's closed form), α is rounded to float32 (towards 0 where
     rounding to nearest would leave the dual box), and the objectives, gap and ``converged`` are those of
-    the float32 α returned, evaluated in float64; y is rounded to float32 with K (the certified problem is the one
-with the rounded y), and with ``reduction="mean"`` the certificate is for λ_sum = fl(n·λ).  Where |α| is large against g = Kα (small λ, singular K)
-    the rounding alone can exceed tol: the result then says ``converged=False`` and the warning gives the
+    the float32 α returned, evaluated in float64; y is rounded to float32 with K (the certified problem is the
+    one with the rounded y), and with ``reduction="mean"`` the certificate is for λ_sum = fl(n·λ).  Where |α| is
+    large against g = Kα (small λ, singular K) the rounding alone can exceed tol: the result then says ``converged=False`` and the warning gives the
     gap of the float64 solution, which a float64 K returns.
 
     A Dask K: every loss, by ``ntkref._engines.dask._machines``: the QP losses exactly by active-set solves on
