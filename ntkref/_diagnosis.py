@@ -51,7 +51,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-import numpy as np  # host-side report tooling: every array here is a host copy made by the caller
+import numpy as np  # host-side report tooling: arrays are copied to the host explicitly (to_numpy)
+
+from ._lib.backend import to_numpy
 
 __all__ = ["KINDS", "PRECEDENCE", "PRECISION_MULTIPLE", "Alternative", "Diagnosis", "eps_of", "correlation",
            "conditioning", "precision_band", "extreme_entries", "fc_alternatives", "cntk_alternatives",
@@ -111,12 +113,31 @@ def eps_of(*dtypes):
     return out or float(np.finfo(np.float64).eps)
 
 
+def _measure(K, R, s, tol, band, extreme, atol, outside):
+    """The host float64 arrays of a comparison (broadcast to R's shape), finite(K), |K − R|, the scaled error and
+    the verdict (default: |K − R| > τ·s + atol or K not finite); shared by :func:`classify` and
+    :func:`kinds_given`."""
+    K = np.asarray(to_numpy(K), dtype=np.float64)
+    R = np.asarray(to_numpy(R), dtype=np.float64)
+    s = np.broadcast_to(np.asarray(to_numpy(s), dtype=np.float64), R.shape)
+    tol = np.broadcast_to(np.asarray(tol, dtype=np.float64), R.shape)
+    band = np.broadcast_to(np.asarray(band, dtype=np.float64), R.shape)
+    extreme = np.broadcast_to(np.asarray(extreme, dtype=bool), R.shape)
+    finite = np.isfinite(K)
+    with np.errstate(all="ignore"):
+        diff = np.abs(K - R)
+        err = np.where(s > 0, diff / np.where(s > 0, s, 1.0), np.where(diff == 0, 0.0, np.inf))
+        if outside is None:
+            outside = ~finite | (diff > tol * s + atol)
+    return K, R, s, tol, band, extreme, finite, diff, err, outside
+
+
 def correlation(K, d1, d2):
     """ρ = K / √(K(x,x)K(x′,x′)) clipped to [−1, 1] (0 where the scale is 0)."""
-    s = np.sqrt(np.maximum(np.asarray(d1, dtype=np.float64), 0.0))[:, None] * \
-        np.sqrt(np.maximum(np.asarray(d2, dtype=np.float64), 0.0))[None, :]
+    s = np.sqrt(np.maximum(np.asarray(to_numpy(d1), dtype=np.float64), 0.0))[:, None] * \
+        np.sqrt(np.maximum(np.asarray(to_numpy(d2), dtype=np.float64), 0.0))[None, :]
     with np.errstate(all="ignore"):
-        rho = np.where(s > 0, np.asarray(K, dtype=np.float64) / np.where(s > 0, s, 1.0), 0.0)
+        rho = np.where(s > 0, np.asarray(to_numpy(K), dtype=np.float64) / np.where(s > 0, s, 1.0), 0.0)
     return np.clip(np.nan_to_num(rho, nan=0.0), -1.0, 1.0)
 
 
@@ -327,18 +348,7 @@ def classify(K, R, s, *, tol, band, extreme, atol=0.0, alternatives=(), factors=
     outside : bool array, optional
         The verdict (default: |K − R| > τ·s + atol or K not finite).
     """
-    K = np.asarray(K, dtype=np.float64)
-    R = np.asarray(R, dtype=np.float64)
-    s = np.broadcast_to(np.asarray(s, dtype=np.float64), R.shape)
-    tol = np.broadcast_to(np.asarray(tol, dtype=np.float64), R.shape)
-    band = np.broadcast_to(np.asarray(band, dtype=np.float64), R.shape)
-    extreme = np.broadcast_to(np.asarray(extreme, dtype=bool), R.shape)
-    finite = np.isfinite(K)
-    with np.errstate(all="ignore"):
-        diff = np.abs(K - R)
-        err = np.where(s > 0, diff / np.where(s > 0, s, 1.0), np.where(diff == 0, 0.0, np.inf))
-        if outside is None:
-            outside = ~finite | (diff > tol * s + atol)
+    K, R, s, tol, band, extreme, finite, diff, err, outside = _measure(K, R, s, tol, band, extreme, atol, outside)
     kinds = np.full(R.shape, "ok", dtype=object)
     out = Diagnosis(kinds)
     if not outside.any():
@@ -422,18 +432,7 @@ def kinds_given(K, R, s, *, tol, band, extreme, atol=0.0, outside=None, establis
     ...                                    established=(2 * R, 2 * R)).tolist()
     [['convention']]
     """
-    K = np.asarray(K, dtype=np.float64)
-    R = np.asarray(R, dtype=np.float64)
-    s = np.broadcast_to(np.asarray(s, dtype=np.float64), R.shape)
-    tol = np.broadcast_to(np.asarray(tol, dtype=np.float64), R.shape)
-    band = np.broadcast_to(np.asarray(band, dtype=np.float64), R.shape)
-    extreme = np.broadcast_to(np.asarray(extreme, dtype=bool), R.shape)
-    finite = np.isfinite(K)
-    with np.errstate(all="ignore"):
-        diff = np.abs(K - R)
-        err = np.where(s > 0, diff / np.where(s > 0, s, 1.0), np.where(diff == 0, 0.0, np.inf))
-        if outside is None:
-            outside = ~finite | (diff > tol * s + atol)
+    K, R, s, tol, band, extreme, finite, diff, err, outside = _measure(K, R, s, tol, band, extreme, atol, outside)
     kinds = np.full(R.shape, "ok", dtype=object)
     kinds[outside & ~finite] = "non_finite"
     fo = outside & finite

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 
 import numpy as np  # host-side verdicts: reports are NumPy by design; inputs are moved explicitly
 
-from . import kernels
+from . import enclosures, kernels  # enclosures: python-flint is imported at its first call
 from ._lib.backend import to_numpy
 
 __all__ = ["BASES", "MAX_ENCLOSURES", "FCProof", "prove_fc", "judge", "RIGOROUS_NOTE"]
@@ -174,8 +174,6 @@ def _bound_status(C, R, proof, tau, atol):
 def _settle(C, locs, proof, tau, atol, prec=80):
     """+1/−1/0 for the entries ``locs`` (list of (i, j)) by ball arithmetic (module docstring, step 2).  Raises
     ImportError (naming the ``rigorous`` extra) without python-flint."""
-    from . import enclosures  # the floor above kernels; python-flint is imported at its first call
-
     x1 = proof.x1
     x2 = x1 if proof.x2 is None else proof.x2
     ii = np.array([i for i, _ in locs], dtype=np.intp)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import numbers
 
+from .._lib import compat as _compat
 from .._lib.backend import device_of, is_array, namespace
 from .._lib.validation import InvalidParameterError, check_array, check_real
 
@@ -224,8 +225,6 @@ def rump_shift(n, trace, max_diag, u=_U64, eta=_ETA64):
 def frobenius_norm(K, xp):
     """‖K‖_F as a Python float, also where the squares of the entries underflow (max|K| ≲ 1.5e-162 gave 0.0 for a
     nonzero K): then recomputed on K scaled up by a power of two (exact) and scaled back; 0.0 only for K = 0."""
-    from .._lib import compat as _compat
-
     fro = _compat.frobenius_norm(K, xp)
     if fro >= 2.0 ** -400 or math.prod(K.shape) == 0:
         return fro
@@ -259,8 +258,6 @@ def prove_psd(K, xp, *, validate_shift=None):
     >>> proven, bool(0 < margin < 1e-13)
     (False, True)
     """
-    from .._lib import compat as _compat
-
     n = K.shape[0]
     if n == 0:
         return True, 0.0

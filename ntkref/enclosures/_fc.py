@@ -53,8 +53,10 @@ __all__ = ["fc", "fc_pairs", "fc_diagonal"]
 # ---------------------------------------------------------------------------------------------
 # validation (mirrors ntkref.kernels.fc's)
 # ---------------------------------------------------------------------------------------------
-def _prepare(x1, x2, depth, activation, W_std, b_std, get, prec, caller, x1_name="x1"):
-    flint()  # the ImportError naming the extra comes first
+def host_rows(x1, x2, caller, x1_name="x1"):
+    """x1, x2 as checked host float arrays of shape (n, d) with the same d ≥ 1 (also used by _two_layer); the
+    ImportError naming the extra comes first."""
+    flint()
     x1 = host_array(x1, x1_name, caller, 2)
     if x2 is not None:
         x2 = host_array(x2, "x2", caller, 2)
@@ -64,6 +66,11 @@ def _prepare(x1, x2, depth, activation, W_std, b_std, get, prec, caller, x1_name
             )
     if x1.shape[1] == 0:
         raise InvalidParameterError(f"The {x1_name!r} parameter of {caller} must have at least one feature.")
+    return x1, x2
+
+
+def _prepare(x1, x2, depth, activation, W_std, b_std, get, prec, caller, x1_name="x1"):
+    x1, x2 = host_rows(x1, x2, caller, x1_name)
     depth = check_int(depth, "depth", caller=caller, low=0)
     if activation not in ("relu", "erf"):
         raise InvalidParameterError(

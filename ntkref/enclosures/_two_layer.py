@@ -13,25 +13,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._lib.validation import InvalidParameterError, check_int, check_real
-from ._ball import Enclosure, check_prec, dyadic, exact_rows, flint, host_array
-from ._fc import _Model, input_state
+from .._lib.validation import check_int, check_real
+from ._ball import Enclosure, check_prec, dyadic, exact_rows, flint
+from ._fc import _Model, host_rows, input_state
 
 __all__ = ["two_layer_relu_ntk", "wei_k1_k2", "wei_kernel", "arora_ntk"]
 
-
-def _rows(x1, x2, caller):
-    flint()
-    x1 = host_array(x1, "x1", caller, 2)
-    if x2 is not None:
-        x2 = host_array(x2, "x2", caller, 2)
-        if x2.shape[1] != x1.shape[1]:
-            raise InvalidParameterError(
-                f"x1 and x2 of {caller} must have the same number of features; got {x1.shape[1]} and {x2.shape[1]}."
-            )
-    if x1.shape[1] == 0:
-        raise InvalidParameterError(f"The 'x1' parameter of {caller} must have at least one feature.")
-    return x1, x2
 
 
 def _gram(x1, x2, prec, entry, n_out=1):
@@ -75,7 +62,7 @@ def two_layer_relu_ntk(x1, x2=None, *, prec=128):
     >>> print(f"{e.mid[0, 0]:.15f} {e.mid[0, 1] * 6 * np.pi:.15f}")
     0.333333333333333 1.000000000000000
     """
-    x1, x2 = _rows(x1, x2, "two_layer_relu_ntk")
+    x1, x2 = host_rows(x1, x2, "two_layer_relu_ntk")
     prec = check_prec(prec, "two_layer_relu_ntk")
     d = x1.shape[1]
 
@@ -99,7 +86,7 @@ def wei_k1_k2(x1, x2=None, *, prec=128):
     >>> K1.mid.tolist(), (K2.mid * np.pi).round(12).tolist()
     ([[1.0, 0.0], [0.0, 4.0]], [[0.0, 2.0], [2.0, 0.0]])
     """
-    x1, x2 = _rows(x1, x2, "wei_k1_k2")
+    x1, x2 = host_rows(x1, x2, "wei_k1_k2")
     prec = check_prec(prec, "wei_k1_k2")
     return _gram(x1, x2, prec, _wei_entry, n_out=2)
 
@@ -123,7 +110,7 @@ def wei_kernel(x1, x2=None, *, r_w=1.0, r_u=1.0, prec=128):
     >>> bool((np.abs(kernels.wei_kernel(x, r_w=2.0, r_u=0.5) - e.mid) <= 1e-13 * np.abs(e.mid).max()).all())
     True
     """
-    x1, x2 = _rows(x1, x2, "wei_kernel")
+    x1, x2 = host_rows(x1, x2, "wei_kernel")
     r_w = check_real(r_w, "r_w", caller="wei_kernel", low=0.0)
     r_u = check_real(r_u, "r_u", caller="wei_kernel", low=0.0)
     prec = check_prec(prec, "wei_kernel")
@@ -150,7 +137,7 @@ def arora_ntk(x1, x2=None, *, depth=1, prec=128):
     >>> arora_ntk(x, depth=2).mid[0, 0]                     # θ = 0: Σ⁽ʰ⁾ = ‖x‖², Σ̇⁽ʰ⁾ = 1, Θ = (L + 1)‖x‖²
     np.float64(15.0)
     """
-    x1, x2 = _rows(x1, x2, "arora_ntk")
+    x1, x2 = host_rows(x1, x2, "arora_ntk")
     depth = check_int(depth, "depth", caller="arora_ntk", low=0)
     prec = check_prec(prec, "arora_ntk")
     model = None
