@@ -17,13 +17,27 @@ import numpy as np
 import pytest
 
 
+def _probe():
+    """Write into hypothesis' storage directory, as hypothesis' own scratch files would (its constants cache is
+    written only for local source modules), to show where its writes land while a check runs."""
+    import hypothesis
+    import hypothesis.configuration as hconf
+    if not hypothesis.currently_in_test_context():   # (the battery and the shrinking call it outside hypothesis)
+        return
+    probe = hconf.storage_directory("ntkref-probe")
+    probe.create_if_missing()
+    (probe.path / "touched").write_text("x")
+
+
 def linear_ntk(x1, x2=None):
     """depth 0 (a linear model): Θ(x, x') = x·x'/d, written independently of ntkref."""
+    _probe()
     x2 = x1 if x2 is None else x2
     return x1 @ x2.T / x1.shape[1]
 
 
 def linear_ntk_without_one_over_d(x1, x2=None):
+    _probe()
     x2 = x1 if x2 is None else x2
     return x1 @ x2.T
 
@@ -130,18 +144,19 @@ def test_no_csv_unless_asked_for_and_no_hypothesis_folder(pytester, monkeypatch)
     result.assert_outcomes(failed=1, deselected=2)
     assert list(out_dir.glob("*.csv")) == [] and len(list(out_dir.glob("*.json"))) == 1
     assert not (pytester.path / ".hypothesis").exists()
-    assert (pytester.path / "xdg" / "ntkref" / "hypothesis").is_dir()
+    assert (pytester.path / "xdg" / "ntkref" / "hypothesis" / "ntkref-probe" / "touched").is_file()
     # the storage directory is configurable: the option, or the ini option
     elsewhere = pytester.path / "elsewhere"
     result = pytester.runpytest_subprocess(*PLUGIN, "-p", "no:cacheprovider", "--ntkref-max-examples", "5",
                                            "--ntkref-hypothesis-dir", str(elsewhere), "-k", "test_my_ntk")
     result.assert_outcomes(passed=1, deselected=2)
-    assert elsewhere.is_dir() and not (pytester.path / ".hypothesis").exists()
+    assert (elsewhere / "ntkref-probe" / "touched").is_file() and not (pytester.path / ".hypothesis").exists()
     pytester.makeini(f"[pytest]\nntkref_hypothesis_dir = {pytester.path / 'from_ini'}\n")
     result = pytester.runpytest_subprocess(*PLUGIN, "-p", "no:cacheprovider", "--ntkref-max-examples", "5",
                                            "-k", "test_my_ntk")
     result.assert_outcomes(passed=1, deselected=2)
-    assert (pytester.path / "from_ini").is_dir() and not (pytester.path / ".hypothesis").exists()
+    assert (pytester.path / "from_ini" / "ntkref-probe" / "touched").is_file()
+    assert not (pytester.path / ".hypothesis").exists()
 
 
 def test_marker_rejects_unknown_keywords_naming_the_close_match(pytester):
