@@ -109,7 +109,7 @@ CNTK_BOUND = 1e-13
 50-digit mpmath evaluation on adversarial images (tests/test_cntk.py)."""
 
 
-def certified_bound(family, *, depth, activation="relu", dtype="float64"):
+def certified_bound(family, *, depth, activation="relu", dtype="float64", d=None, W_std=1.0, b_std=0.0):
     """ntkref's certified error bound for one of its reference kernels, as ``(bound, source)``.
 
     ``bound`` is in the scaled measure |K − K_exact| / √(K(x,x)K(x′,x′)), for every entry; ``source`` names the
@@ -118,21 +118,43 @@ def certified_bound(family, *, depth, activation="relu", dtype="float64"):
     ``"cntk"``; ``dtype``: the dtype the reference is computed in.  Used by ``ntkref.testing``'s verdicts and
     ``ntkref compare``: each entry's tolerance is max(the user's, this bound).
 
-    Relation to the proof: these values are *observed* constants (worst errors against 50-digit mpmath), not
-    theorems.  ``kernels.fc(..., error_bound=True)`` returns a *proven* per-entry bound instead (ReLU with or
-    without biases): its a-priori scaled constants are ``kernels._rounding.scaled_bound(depth, d, dtype)``
-    (no biases; ≈ 1.6e-13 at depth 3, d = 100, float64) and ``kernels._rounding_bias.bias_scaled_bound`` (with
-    biases; ≈ 3.8e-13 at depth 3, d = 100).  They are larger than 1e-13 because they cover every input (the
-    worst-case dot-product rounding γ_d grows like d), while the observed errors stay near 1e-16.  The default
-    values here are not changed by the proof (thresholds elsewhere depend on them).
+    Relation to the proof: without ``d`` these values are *observed* constants (worst errors against 50-digit
+    mpmath), not theorems.  ``kernels.fc(..., error_bound=True)`` returns a *proven* per-entry bound instead,
+    and the proven mode below returns that analysis' a-priori constant (≈ 1.6e-13 at depth 3, d = 100,
+    float64, no biases; ≈ 3.7e-13 with biases).  It is larger than 1e-13 because it covers every input (the
+    worst-case dot-product rounding γ_d grows like d), while the observed errors stay near 1e-16.  The tested
+    values are not changed by the proof (the oracle's default thresholds depend on them).
+
+    **Proven mode** (``d`` given: the number of input features): for the FC ReLU kernels the bound returned is
+    the proven a-priori constant of that analysis for this configuration (``depth``, ``d``, ``W_std``, ``b_std``
+    — numbers or one value per layer, readout included — and ``dtype``), max over NNGP and NTK: every entry of
+    ``fc`` is within bound·√(K(x,x)K(x′,x′)) of the exact kernel of the float inputs, a theorem with the
+    assumptions listed in ``kernels/_rounding.py`` (library atan/atan2/sin/cos/hypot within 4 ulp, no TF32), for
+    rows with √Σ_L(x,x) ≥ 2^-400 (float32: 2^-40) that, with biases, are also *regular*: zero, or of computed
+    norm ≥ 2^-1000 (float32: 2^-120) with the scales before the first non-zero bias above that too (every such
+    row when the first layer has b_std > 0).  Smaller rows have a per-entry bound only
+    (``fc(..., error_bound=True)``).  The source starts with "proven".  A configuration the
+    analysis does not cover (float32 with large d or depth, b_std with a square below the smallest normal number,
+    a rounding term above 1e-3) raises NotImplementedError naming ``d``; erf (whose proven bound depends on the
+    rows: use ``fc(..., error_bound=True)`` per entry), quadrature activations and the CNTK have no proven
+    constant and raise NotImplementedError too.
+
+    Examples
+    --------
+    >>> from ntkref.testing import certified_bound
+    >>> certified_bound("fc", depth=3)[0]                      # tested: worst observed against mpmath
+    1e-13
+    >>> b, src = certified_bound("fc", depth=3, d=100)         # proven for every input, W_std = 1, no biases
+    >>> src.split(":")[0], bool(1e-13 < b < 2e-13)
+    ('proven', True)
+    >>> bool(certified_bound("fc", depth=3, d=784, b_std=0.1)[0] < 1.2e-12)
+    True
     """
+    if d is not None:
+        return _proven_constant(family, depth, activation, dtype, d, W_std, b_std)
     family = check_option(family, "family", ("fc", "cntk"), caller="certified_bound")
     depth = check_int(depth, "depth", caller="certified_bound", low=0 if family == "fc" else 1)
-    try:
-        dtype_name = np.dtype(dtype).name  # "float32", np.float32, np.dtype("float32")
-    except TypeError:
-        dtype_name = str(dtype).split(".")[-1]  # another library's dtype, e.g. torch.float32
-    dtype = check_option(dtype_name, "dtype", ("float64", "float32"), caller="certified_bound")
+    dtype = _dtype_name(dtype)
     if family == "fc":
         name = activation if isinstance(activation, str) else getattr(activation, "name", None)
         if name is None:
@@ -148,6 +170,52 @@ def certified_bound(family, *, depth, activation="relu", dtype="float64"):
             return b * depth / 3, src + f"; depth {depth} > 3: (depth/3)·{b:g} (extrapolated, untested)"
         return b, src
     return cntk_bound(depth, dtype)
+
+
+def _proven_constant(family, depth, activation, dtype, d, W_std, b_std):
+    """certified_bound's proven mode (its docstring): the a-priori constants of kernels/_rounding.py and
+    kernels/_rounding_bias.py."""
+    from . import _rounding, _rounding_bias
+    from ._activations import per_layer
+
+    family = check_option(family, "family", ("fc", "cntk"), caller="certified_bound")
+    d = check_int(d, "d", caller="certified_bound", low=1)
+    if family == "cntk":
+        raise NotImplementedError("The 'd' parameter of certified_bound asks for a proven constant; the CNTK has "
+                                  "none (its bound is tested: call certified_bound('cntk', depth=...) without d).")
+    depth = check_int(depth, "depth", caller="certified_bound", low=0)
+    dtype_name = _dtype_name(dtype)
+    name = activation if isinstance(activation, str) else getattr(activation, "name", None)
+    if name != "relu":
+        raise NotImplementedError(
+            f"The 'd' parameter of certified_bound asks for a proven a-priori constant, which exists for the ReLU "
+            f"kernels only, not for activation {name!r} (erf's proven bound depends on the rows: use "
+            "kernels.fc(..., error_bound=True), which returns it per entry; quadrature activations have none).")
+    Ws = per_layer(W_std, "W_std", depth + 1, low=0.0, closed="left")
+    bs = per_layer(b_std, "b_std", depth + 1, low=0.0, closed="left")
+    try:
+        if any(b != 0.0 for b in bs):
+            coefs = _rounding_bias.bias_coefficients(d, Ws, bs, depth, dtype_name)
+            where = "kernels/_rounding_bias.py (and regular rows: zero or of computed norm >= 2^-1000, float32 2^-120)"
+        else:
+            coefs = _rounding.relu_coefficients(d, Ws, depth, dtype_name)
+            where = "kernels/_rounding.py"
+    except NotImplementedError as e:
+        raise NotImplementedError(f"The 'd' parameter of certified_bound: no proven constant for d = {d} at depth "
+                                  f"{depth} in {dtype_name}: {e}") from None
+    bound = max(c.scaled for c in coefs.values())
+    floor = "2^-400" if dtype_name == "float64" else "2^-40"
+    return bound, (f"proven: the a-priori constant of the rounding analysis of kernels.fc, relu, {dtype_name}, "
+                   f"depth {depth}, d = {d}, for rows with sqrt(NNGP(x,x)) >= {floor}, theorem and assumptions in "
+                   f"{where}")
+
+
+def _dtype_name(dtype):
+    try:
+        dtype_name = np.dtype(dtype).name  # "float32", np.float32, np.dtype("float32")
+    except TypeError:
+        dtype_name = str(dtype).split(".")[-1]  # another library's dtype, e.g. torch.float32
+    return check_option(dtype_name, "dtype", ("float64", "float32"), caller="certified_bound")
 
 
 def cntk_bound(depth, dtype="float64"):

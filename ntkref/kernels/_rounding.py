@@ -74,7 +74,7 @@ from fractions import Fraction
 
 from .._lib.validation import InvalidParameterError
 
-__all__ = ["ULPS", "J_LIP", "Q_RATIO", "RoundingCoefficients", "angle_step", "relu_coefficients", "scaled_bound"]
+__all__ = ["ULPS", "J_LIP", "Q_RATIO", "A_PRIORI_ROW_FLOOR", "RoundingCoefficients", "angle_step", "relu_coefficients", "scaled_bound"]
 
 #: assumed maximal error, in ulps, of the library functions the kernels call (an assumption, stated)
 ULPS = {"atan": 4, "atan2": 4, "sin": 4, "cos": 4, "hypot": 4}
@@ -90,6 +90,9 @@ Q_RATIO = 4.5
 _S_MAX = 0.70711
 _FIRST_ORDER = 1.01  # inflation covering second-order terms (u ≤ 2⁻²⁴)
 _PARALLEL = 0.95  # the input's arccos/atan2 switch (ntkref.kernels._layers._PARALLEL_THRESHOLD)
+#: the a-priori constants (``scaled``) hold for rows whose exact NNGP scale √Σ_L(x,x) is at least this: the
+#: absolute underflow terms (multiples of η) are then negligible, and are included, relative to the scale
+A_PRIORI_ROW_FLOOR = {"float64": 2.0 ** -400, "float32": 2.0 ** -40}
 
 
 def refuse_error_bound(error_bound, caller, what):
@@ -137,7 +140,10 @@ class RoundingCoefficients:
 
     B = β·S̃ + g·b̃_j·[ã_i < ``row_floor``] + g·ã_i·[b̃_j < ``row_floor``] + c₀ (``row_floor`` = 2η; rows
     of subnormal norm are lifted by 2^64 before, see :func:`apply`).
-    ``scaled``: β/V, the a-priori scaled bound (V = 1 for the NNGP, L + 1 for the NTK).
+    ``scaled``: the a-priori scaled bound, ≈ β/V (V = 1 for the NNGP, L + 1 for the NTK): |K̃ − K| ≤
+    ``scaled``·√(K(x,x)K(x′,x′)) for every entry whose rows have √Σ_L(x,x) ≥ :data:`A_PRIORI_ROW_FLOOR`
+    (the factors of the computed scale S̃ against the exact one and the absolute terms over that floor
+    included: :func:`relu_coefficients`).
     """
 
     beta: float
@@ -348,15 +354,23 @@ def relu_coefficients(d, Ws, depth, dtype_name, outputs=("nngp", "ntk")):
         beta *= (1 + u) / (1 - u)  # ab ≤ (S̃ + η)/(1 − u)
         g_row = eta_a * V * (e_S / (1 - e) ** 2 + (1 + u) * (1 + e) / (1 - e)) + eta_a * err
         c0 = V * (e_S * (eta / (1 - u) + eta_a ** 2) / (1 - e) ** 2 + 3 * eta_a ** 2 + eta) + 2 * eta
-        out[g] = RoundingCoefficients(beta * infl, g_row * infl, c0 * infl + 5 * eta, 2 * eta, eta_a,
-                                      beta * infl / V)
+        c0_out = c0 * infl + 5 * eta
+        # the a-priori constant: rows with a* = √Σ_L(x,x) ≥ ν (A_PRIORI_ROW_FLOOR) have ã ≤ a*(1 + e + η_a/ν),
+        # computed norms ≥ 2η (no g_row term), S̃ ≤ a*b*·(1 + e′)²(1 + u) + η and a scale V·a*b* ≥ V·ν²; B is
+        # fl(fl(S̃β) + c₀) (times 2^-64 and + c₀ again for a lifted row): at most
+        # (β·S̃(1 + u) + 2c₀)(1 + u)²; the last factor covers this expression's own rounding
+        nu = A_PRIORI_ROW_FLOOR[dtype_name]
+        e1 = e + eta_a / nu
+        S_rel = (1 + e1) ** 2 * (1 + u) + eta / (nu * nu)
+        scaled = ((beta * infl * S_rel * (1 + u) + 2 * c0_out / (nu * nu)) * (1 + u) ** 2 / V) * (1 + 1e-12)
+        out[g] = RoundingCoefficients(beta * infl, g_row * infl, c0_out, 2 * eta, eta_a, scaled)
     return out
 
 
 def scaled_bound(depth, d, dtype="float64"):
     """The a-priori proven bound of |K̃ − K|/√(K(x,x)K(x′,x′)) of the bias-free ReLU ``fc``, W_std = 1
-    (max over NNGP and NTK), for rows of computed norm ≥ 2η; the per-entry bounds of
-    ``fc(..., error_bound=True)`` are this times the scale, plus terms of the size of η.
+    (max over NNGP and NTK), for rows with √Σ_L(x,x) ≥ :data:`A_PRIORI_ROW_FLOOR` (2^-400 in float64); the
+    per-entry bounds of ``fc(..., error_bound=True)`` are at most this times the scale.
 
     Examples
     --------

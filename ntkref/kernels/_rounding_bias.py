@@ -65,7 +65,7 @@ import math
 from dataclasses import dataclass
 
 from .._lib.backend import device_of
-from ._rounding import J_LIP, Q_RATIO, ULPS, _input_stage, _unit, angle_step
+from ._rounding import A_PRIORI_ROW_FLOOR, J_LIP, Q_RATIO, ULPS, _input_stage, _unit, angle_step
 
 __all__ = ["BiasCoefficients", "bias_coefficients", "row_scales", "bias_scaled_bound", "apply_bias"]
 
@@ -76,7 +76,9 @@ _C = 1 / math.sqrt(2.0)  # the ReLU scale factor as _layers.relu_layer forms it
 @dataclass(frozen=True)
 class BiasCoefficients:
     """B = ``C``·P̃_iP̃_j + ``c0`` for regular rows; ``trivial``·P̂_iP̂_j + |K̃| + ``c0`` otherwise
-    (module docstring).  ``scaled``: the a-priori scaled bound (≈ C)."""
+    (module docstring).  ``scaled``: the a-priori scaled bound (≈ C): |K̃ − K| ≤ ``scaled``·√(K(x,x)K(x′,x′))
+    for every entry of regular rows with √Σ_L(x,x) ≥ :data:`._rounding.A_PRIORI_ROW_FLOOR` (the computed
+    scales' error e_P and the absolute term over that floor included: :func:`bias_coefficients`)."""
 
     C: float
     c0: float
@@ -158,10 +160,15 @@ def bias_coefficients(d, Ws, bs, depth, dtype_name, outputs=("nngp", "ntk")):
             f"{bmin:.3g}); use float64, fewer features or larger b_std, or check against ntkref.enclosures.fc.")
     e_P = _scale_recursion_error(Ws, bs, depth, u, eta, bmin, h_ulp, _norm_error(d, u, eta))
     infl = 1 / ((1 - e_P) ** 2 * (1 - u) ** 3)
+    nu = A_PRIORI_ROW_FLOOR[dtype_name]
     out = {}
     for g in outputs:
         C, Z = (c, Zs) if g == "nngp" else (Fn, Zt)
-        out[g] = BiasCoefficients(C * infl, (Z + 3 * eta) / (1 - u) + eta, infl, C * infl)
+        c0 = (Z + 3 * eta) / (1 - u) + eta
+        # the a-priori constant: B = fl(fl(C′P̃_i)P̃_j) + c₀ ≤ (C′(1 + e_P)²PP′(1 + u)² + c₀)(1 + u), and the
+        # exact scale PP′ ≥ σσ′ ≥ ν² (τ ≥ σ); the last factor covers this expression's own rounding
+        scaled = (C * infl * (1 + e_P) ** 2 * (1 + u) ** 3 + c0 * (1 + u) / (nu * nu)) * (1 + 1e-12)
+        out[g] = BiasCoefficients(C * infl, c0, infl, scaled)
     return out
 
 
@@ -226,8 +233,8 @@ def apply_bias(coef, K, P1, P2, irregular, xp):
 
 
 def bias_scaled_bound(depth, d, b_std=0.1, dtype="float64"):
-    """The a-priori proven scaled bound B/√(K(x,x)K(x′,x′)) of the biased ReLU ``fc`` (W_std = 1, b_std the
-    same in every layer), max over NNGP and NTK, for regular rows.
+    """The a-priori proven scaled bound |K̃ − K|/√(K(x,x)K(x′,x′)) of the biased ReLU ``fc`` (W_std = 1, b_std
+    the same in every layer), max over NNGP and NTK, for regular rows with √Σ_L(x,x) ≥ 2^-400 (float64).
 
     Examples
     --------
