@@ -64,8 +64,8 @@ import math
 import struct
 from fractions import Fraction
 
-from ._lib.backend import device_of, namespace
-from ._lib.validation import InvalidParameterError, check_array
+from ._lib.backend import device_of, is_array, namespace
+from ._lib.validation import InvalidParameterError, check_array, check_int
 
 __all__ = [
     "LIBRARY_ULPS",
@@ -197,7 +197,10 @@ class Interval:
         (the float values themselves, exactly).
 
     Operators ``+ − × ÷`` (and unary −) take intervals, arrays (points) and Python numbers (exact reals,
-    rounded outward into the dtype when not representable, e.g. 0.1 in float32); indexing
+    rounded outward into the dtype when not representable, e.g. 0.1 in float32).  A point array is taken
+    exactly, so it must have the interval's dtype, namespace and device and hold no NaN (±∞ is an unbounded
+    end), and it must broadcast against the interval; otherwise an ``InvalidParameterError`` names the operand
+    (as do :func:`maximum`, :func:`minimum`, :func:`where`, :func:`atan2` and :func:`matmul`); indexing
     ``I[key]`` indexes both ends.  ``I.lo``/``I.hi`` are the enclosure; ``I.contains(x)`` tests points.
 
     Examples
@@ -228,7 +231,10 @@ class Interval:
         if hi is None:
             hi, point = lo, True
         else:
-            hi = check_array(hi, "hi", caller="Interval", xp=xp, shape=tuple(lo.shape), finite=False)
+            hi = check_array(hi, "hi", caller="Interval", xp=xp, like=lo, finite=False)
+            if tuple(hi.shape) != tuple(lo.shape):
+                raise InvalidParameterError(f"The 'hi' parameter of Interval must have the shape of 'lo', "
+                                            f"{tuple(lo.shape)}. Got {tuple(hi.shape)} instead.")
             if hi.dtype != lo.dtype:
                 raise InvalidParameterError(f"The 'hi' parameter of Interval must have dtype {lo.dtype}; got {hi.dtype}.")
             if not bool(xp.all(lo <= hi)):  # also refuses NaN in hi
@@ -263,7 +269,9 @@ class Interval:
         return Interval._make(self.lo[key], self.hi[key], self._point)
 
     def contains(self, x):
-        """Boolean array: lo ≤ x ≤ hi."""
+        """Boolean array: lo ≤ x ≤ hi (``x`` real numbers broadcasting against the interval; NaN lies in none)."""
+        x = check_array(x, "x", caller="Interval.contains", xp=self.xp, like=self.lo, finite=False)
+        _check_broadcast(x.shape, self.shape, "x", "Interval.contains")
         return (self.lo <= x) & (x <= self.hi)
 
     # -- arithmetic -----------------------------------------------------------
@@ -271,7 +279,7 @@ class Interval:
         return Interval._make(-self.hi, -self.lo, self._point)
 
     def __add__(self, other):
-        o = _as_interval(other, self)
+        o = _as_interval(other, self, "other", "Interval +")
         xp = self.xp
         lo, hi = _clean(_down(self.lo + o.lo, xp), _up(self.hi + o.hi, xp), xp)
         return Interval._make(lo, hi)
@@ -279,13 +287,13 @@ class Interval:
     __radd__ = __add__
 
     def __sub__(self, other):
-        return self + (-_as_interval(other, self))
+        return self + (-_as_interval(other, self, "other", "Interval -"))
 
     def __rsub__(self, other):
-        return _as_interval(other, self) + (-self)
+        return _as_interval(other, self, "other", "Interval -") + (-self)
 
     def __mul__(self, other):
-        o = _as_interval(other, self)
+        o = _as_interval(other, self, "other", "Interval *")
         xp = self.xp
         if o._point and self._point:
             p = self.lo * o.lo
@@ -301,7 +309,7 @@ class Interval:
     __rmul__ = __mul__
 
     def __truediv__(self, other):
-        o = _as_interval(other, self)
+        o = _as_interval(other, self, "other", "Interval /")
         xp = self.xp
         quots = [a / b for a in (self.lo, self.hi) for b in (o.lo, o.hi)]
         lo, hi = quots[0], quots[0]
@@ -312,20 +320,69 @@ class Interval:
         return Interval._make(xp.where(straddle, -_INF, lo), xp.where(straddle, _INF, hi))
 
     def __rtruediv__(self, other):
-        return _as_interval(other, self) / self
+        return _as_interval(other, self, "other", "Interval /") / self
 
 
-def _as_interval(value, like):
-    """``value`` (Interval, array or real number) as an Interval of ``like``'s namespace, dtype and device."""
+def _check_broadcast(shape, other, name, caller):
+    """Refuse an operand whose shape does not broadcast against the other operand's (naming it)."""
+    for a, b in zip(reversed(tuple(shape)), reversed(tuple(other))):
+        if a != b and a != 1 and b != 1:
+            raise InvalidParameterError(f"The {name!r} parameter of {caller} must broadcast against the shape "
+                                        f"{tuple(other)}. Got shape {tuple(shape)} instead.")
+
+
+def _check_interval(x, name, caller):
+    if not isinstance(x, Interval):
+        raise InvalidParameterError(f"The {name!r} parameter of {caller} must be an Interval (intervals.Interval(lo, "
+                                    f"hi)). Got a {type(x).__name__} instead.")
+    return x
+
+
+def _pick(a, b, names, caller):
+    """The first Interval of two operands (at least one must be one), as the other's template."""
+    if isinstance(a, Interval):
+        return a
+    if isinstance(b, Interval):
+        return b
+    raise InvalidParameterError(f"The {names[0]!r} or {names[1]!r} parameter of {caller} must be an Interval. "
+                                f"Got a {type(a).__name__} and a {type(b).__name__} instead.")
+
+
+def _as_interval(value, like, name, caller, shape=True):
+    """``value`` (Interval, array or real number) as an Interval of ``like``'s namespace, dtype and device; an
+    array is a point taken exactly, so it must already have the interval's dtype (no rounding) and no NaN."""
     if isinstance(value, Interval):
+        if value.dtype != like.dtype:
+            raise InvalidParameterError(f"The {name!r} parameter of {caller} must have dtype {like.dtype}. "
+                                        f"Got an Interval of {value.dtype} instead.")
+        if shape:
+            _check_broadcast(value.shape, like.shape, name, caller)
         return value
-    xp = like.xp
-    if isinstance(value, (int, float, Fraction)):
+    if isinstance(value, (int, float, Fraction)) and not isinstance(value, bool):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise InvalidParameterError(f"The {name!r} parameter of {caller} must be a finite real number or an "
+                                        f"Interval. Got {value!r} instead.")
         return constant(value, like.lo)
-    value = xp.asarray(value, device=device_of(like.lo))
-    if value.dtype != like.dtype:
-        raise InvalidParameterError(f"intervals: an operand of dtype {value.dtype} meets an interval of {like.dtype}.")
-    return Interval._make(value, value, True)
+    if not (is_array(value) or isinstance(value, (list, tuple))):
+        raise InvalidParameterError(f"The {name!r} parameter of {caller} must be an Interval, an array of "
+                                    f"{like.dtype} or a real number. Got a {type(value).__name__} instead.")
+    src = value.dtype if is_array(value) else None
+    xp = like.xp
+    if src is not None and namespace(value) is not xp:
+        raise InvalidParameterError(
+            f"The {name!r} parameter of {caller} is a {type(value).__module__}.{type(value).__name__} while the "
+            f"interval computes in {getattr(xp, '__name__', xp)}: inputs from different array libraries are not "
+            "converted implicitly; move them to one first.")
+    arr = check_array(value, name, caller=caller, xp=xp, like=like.lo, finite=False)
+    if (src if src is not None else arr.dtype) != like.dtype:
+        raise InvalidParameterError(f"The {name!r} parameter of {caller} must have the interval's dtype "
+                                    f"{like.dtype} (a point is taken exactly, never rounded). Got "
+                                    f"{src if src is not None else arr.dtype} instead.")
+    if bool(xp.any(xp.isnan(arr))):
+        raise InvalidParameterError(f"The {name!r} parameter of {caller} must not contain NaN.")
+    if shape:
+        _check_broadcast(arr.shape, like.shape, name, caller)
+    return Interval._make(arr, arr, True)
 
 
 def constant(value, like):
@@ -353,6 +410,10 @@ def constant(value, like):
     True
     """
     xp = namespace(like)
+    if not is_array(like) or like.dtype not in (xp.float32, xp.float64):
+        raise InvalidParameterError(f"The 'like' parameter of constant must be a float32 or float64 array. Got "
+                                    f"{'dtype ' + str(like.dtype) if is_array(like) else 'a ' + type(like).__name__} "
+                                    "instead.")
     if isinstance(value, bool) or not isinstance(value, (int, float, Fraction)):
         raise InvalidParameterError(f"The 'value' parameter of constant must be an int, float or Fraction; got {value!r}.")
     if isinstance(value, float) and not math.isfinite(value):
@@ -392,6 +453,7 @@ def sqrt(x):
     >>> bool(r.lo[0] ** 2 < 2.0 < r.hi[0] ** 2 or r.lo[0] < np.sqrt(2.0) < r.hi[0])
     True
     """
+    _check_interval(x, "x", "sqrt")
     out = _monotone(x, x.xp.sqrt, True, low=0.0, steps=1)
     return Interval._make(x.xp.maximum(out.lo, 0.0), out.hi)
 
@@ -407,6 +469,7 @@ def square(x):
     >>> float(s.lo[0]), float(s.hi[0]) > 4.0
     (0.0, True)
     """
+    _check_interval(x, "x", "square")
     xp = x.xp
     a, b = x.lo * x.lo, x.hi * x.hi
     straddle = (x.lo <= 0.0) & (x.hi >= 0.0)
@@ -426,6 +489,7 @@ def exp(x):
     >>> bool(e.lo[0] < math.e < e.hi[0])
     True
     """
+    _check_interval(x, "x", "exp")
     out = _monotone(x, x.xp.exp, True)
     return Interval._make(x.xp.maximum(out.lo, 0.0), out.hi)
 
@@ -441,6 +505,7 @@ def log(x):
     >>> bool(v.lo[0] < math.log(2.0) < v.hi[0])
     True
     """
+    _check_interval(x, "x", "log")
     return _monotone(x, x.xp.log, True, low=0.0)
 
 
@@ -459,6 +524,7 @@ def acos(x):
     >>> bool(v.lo[0] <= math.pi <= v.hi[0])
     True
     """
+    _check_interval(x, "x", "acos")
     xp = x.xp
     out = _monotone(x, xp.acos, False, low=-1.0, high=1.0)
     return Interval._make(xp.maximum(out.lo, 0.0), xp.minimum(out.hi, _pi_hi(x)))
@@ -475,6 +541,7 @@ def asin(x):
     >>> bool(v.lo[0] <= math.pi / 2 <= v.hi[0])
     True
     """
+    _check_interval(x, "x", "asin")
     return _monotone(x, x.xp.asin, True, low=-1.0, high=1.0)
 
 
@@ -493,8 +560,9 @@ def atan2(y, x):
     >>> bool(v.lo[0] < 3 * math.pi / 4 < v.hi[0])
     True
     """
-    y = _as_interval(y, x) if not isinstance(y, Interval) else y
-    x = _as_interval(x, y) if not isinstance(x, Interval) else x
+    first = _pick(y, x, ("y", "x"), "atan2")
+    y = _as_interval(y, first, "y", "atan2")
+    x = _as_interval(x, y, "x", "atan2")
     xp = y.xp
     ylo, yhi = xp.maximum(y.lo, 0.0), xp.maximum(y.hi, 0.0)
     if x._point and y._point:
@@ -527,6 +595,7 @@ def erf(x):
     """
     from ._lib.compat import erf as _erf
 
+    _check_interval(x, "x", "erf")
     xp = x.xp
     out = _monotone(x, lambda v: _erf(v, xp), True)
     return Interval._make(xp.maximum(out.lo, -1.0), xp.minimum(out.hi, 1.0))
@@ -543,6 +612,7 @@ def abs(x):  # noqa: A001 - the interval absolute value
     >>> float(v.lo[0]), float(v.hi[0])
     (0.0, 2.0)
     """
+    _check_interval(x, "x", "abs")
     xp = x.xp
     lo = xp.where(x.lo >= 0.0, x.lo, xp.where(x.hi <= 0.0, -x.hi, 0.0))
     hi = xp.maximum(-x.lo, x.hi)
@@ -560,6 +630,7 @@ def relu(x):
     >>> float(v.lo[0]), float(v.hi[0])
     (0.0, 1.0)
     """
+    _check_interval(x, "x", "relu")
     xp = x.xp
     return Interval._make(xp.maximum(x.lo, 0.0), xp.maximum(x.hi, 0.0))
 
@@ -575,8 +646,9 @@ def maximum(a, b):
     >>> float(v.lo[0]), float(v.hi[0])
     (1.0, 3.0)
     """
-    a = a if isinstance(a, Interval) else _as_interval(a, b)
-    b = _as_interval(b, a)
+    first = _pick(a, b, ("a", "b"), "maximum")
+    a = _as_interval(a, first, "a", "maximum")
+    b = _as_interval(b, a, "b", "maximum")
     xp = a.xp
     return Interval._make(xp.maximum(a.lo, b.lo), xp.maximum(a.hi, b.hi))
 
@@ -592,8 +664,9 @@ def minimum(a, b):
     >>> float(v.lo[0]), float(v.hi[0])
     (0.0, 1.0)
     """
-    a = a if isinstance(a, Interval) else _as_interval(a, b)
-    b = _as_interval(b, a)
+    first = _pick(a, b, ("a", "b"), "minimum")
+    a = _as_interval(a, first, "a", "minimum")
+    b = _as_interval(b, a, "b", "minimum")
     xp = a.xp
     return Interval._make(xp.minimum(a.lo, b.lo), xp.minimum(a.hi, b.hi))
 
@@ -609,10 +682,33 @@ def where(condition, a, b):
     >>> v.lo.tolist()
     [1.0, 2.0]
     """
-    a = a if isinstance(a, Interval) else _as_interval(a, b)
-    b = _as_interval(b, a)
+    first = _pick(a, b, ("a", "b"), "where")
+    a = _as_interval(a, first, "a", "where")
+    b = _as_interval(b, a, "b", "where")
     xp = a.xp
+    condition = _mask(condition, a)
     return Interval._make(xp.where(condition, a.lo, b.lo), xp.where(condition, a.hi, b.hi))
+
+
+def _mask(condition, like):
+    """``condition`` of :func:`where` as a boolean array of ``like``'s namespace and device, broadcasting."""
+    xp, dev = like.xp, device_of(like.lo)
+    if is_array(condition):
+        if namespace(condition) is not xp or device_of(condition) != dev:
+            raise InvalidParameterError(
+                f"The 'condition' parameter of where must be an array of the intervals' array library and device "
+                f"({getattr(xp, '__name__', xp)}, {dev!r}): inputs from different array libraries or devices are "
+                f"not converted implicitly. Got a {type(condition).__module__}.{type(condition).__name__} instead.")
+    elif isinstance(condition, (bool, list, tuple)):
+        try:
+            condition = xp.asarray(condition, device=dev)
+        except Exception as exc:  # noqa: BLE001 - named below
+            raise InvalidParameterError(f"The 'condition' parameter of where must be a boolean array: {exc}") from exc
+    if not is_array(condition) or not xp.isdtype(condition.dtype, "bool"):
+        got = f"dtype {condition.dtype}" if is_array(condition) else f"a {type(condition).__name__}"
+        raise InvalidParameterError(f"The 'condition' parameter of where must be a boolean array. Got {got} instead.")
+    _check_broadcast(condition.shape, like.shape, "condition", "where")
+    return condition
 
 
 # ---------------------------------------------------------------------------
@@ -641,7 +737,10 @@ def sum(x, axis=None):  # noqa: A001 - the interval sum
     >>> bool(Fraction(float(s.lo)) <= 2 <= Fraction(float(s.hi)))   # fl(Σ) is 0 or 1 here; 2 is enclosed
     True
     """
+    _check_interval(x, "x", "sum")
     xp = x.xp
+    if axis is not None:
+        axis = check_int(axis, "axis", caller="sum", low=-len(x.shape), high=len(x.shape) - 1)
     n = math.prod(x.shape) if axis is None else x.shape[axis]
     c = _gamma_ratio(n - 1, x.dtype, xp)
     lo = _sum_side(x.lo, axis, c, xp, False)
@@ -687,13 +786,17 @@ def matmul(a, b):
     >>> bool(Fraction(C.lo[0, 0]) <= exact <= Fraction(C.hi[0, 0]))
     True
     """
-    if not isinstance(a, Interval) and not isinstance(b, Interval):
-        raise InvalidParameterError("matmul: at least one operand must be an Interval.")
-    a = a if isinstance(a, Interval) else _as_interval(a, b)
-    b = b if isinstance(b, Interval) else _as_interval(b, a)
+    first = _pick(a, b, ("a", "b"), "matmul")
+    a = _as_interval(a, first, "a", "matmul", shape=False)
+    b = _as_interval(b, a, "b", "matmul", shape=False)
     xp, dtype = a.xp, a.dtype
-    if b.dtype != dtype:
-        raise InvalidParameterError(f"matmul: operands of dtypes {dtype} and {b.dtype}.")
+    for name, v in (("a", a), ("b", b)):
+        if len(v.shape) not in (1, 2):
+            raise InvalidParameterError(f"The {name!r} parameter of matmul must have 1 or 2 dimensions. Got shape "
+                                        f"{v.shape} instead.")
+    if a.shape[-1] != b.shape[0]:
+        raise InvalidParameterError(f"The 'a' and 'b' parameters of matmul must have matching inner dimensions. Got "
+                                    f"shapes {a.shape} and {b.shape} instead.")
     n = a.shape[-1]
     am, ar = _mid_rad(a)
     bm, br = _mid_rad(b)

@@ -37,8 +37,8 @@ from .bad_input_pending import load as _load_pending
 _PENDING_NUMPY, _PENDING_OTHER = _load_pending()
 
 MODULES = ("adversarial", "bounds", "certify", "cli", "data", "datasets", "distributions", "dynamics",
-           "equivalence", "golden", "kernels", "losses", "machines", "margins", "mean_field", "nets",
-           "regularizers", "sparsity", "testing")
+           "enclosures", "equivalence", "golden", "intervals", "kernels", "losses", "machines", "margins",
+           "mean_field", "nets", "regularizers", "sparsity", "testing")
 
 ERRORS = (ValueError, TypeError, FloatingPointError)
 
@@ -1052,8 +1052,143 @@ def _testing():
     )
 
 
+# ------------------------------------------------------------------------------------------------ enclosures
+def _enclosures():
+    """The ball-arithmetic references (python-flint): tiny valid calls (2 rows, d = 2, prec = 30; 2 x 2 images)
+    since each runs pure-Python ball arithmetic and the catalogue multiplies it by every perturbation."""
+    from ntkref import enclosures as en
+    from ntkref import nets as N
+
+    pytest.importorskip("flint")
+    x1, x2 = _x(2, 2), _x(2, 2, seed=1)
+    img = _rng(2).normal(size=(2, 1, 2, 2))
+    net = N.FullyConnected(2, 3, depth=1, b_std=0.3)
+    prec = {"prec": [29, -1, 1.5, "64"]}
+    std = {"W_std": [-1.0], "b_std": [-1.0]}
+    add(
+        E("enclosures.fc", lambda: (en.fc, dict(x1=x1, x2=x2, depth=1, b_std=0.1, prec=30)), arrays=("x1", "x2"),
+          options=("activation", "get"), ints={"depth": [-1, 1.5], **prec}, reals=std),
+        E("enclosures.fc[erf]", lambda: (en.fc, dict(x1=x1, depth=1, activation="erf", b_std=0.2, prec=30)),
+          arrays=("x1",), reals=std),
+        E("enclosures.fc_pairs", lambda: (en.fc_pairs, dict(x1=x1, x2=x2, depth=1, b_std=0.1, prec=30)),
+          arrays=("x1", "x2"), options=("activation", "get"), ints={"depth": [-1], **prec}, reals=std),
+        E("enclosures.fc_diagonal", lambda: (en.fc_diagonal, dict(x=x1, depth=1, b_std=0.1, prec=30)), arrays=("x",),
+          options=("activation", "get"), ints={"depth": [-1], **prec}, reals=std),
+        E("enclosures.two_layer_relu_ntk", lambda: (en.two_layer_relu_ntk, dict(x1=x1, x2=x2, prec=30)),
+          arrays=("x1", "x2"), ints=prec),
+        E("enclosures.wei_k1_k2", lambda: (en.wei_k1_k2, dict(x1=x1, x2=x2, prec=30)), arrays=("x1", "x2"), ints=prec),
+        E("enclosures.wei_kernel", lambda: (en.wei_kernel, dict(x1=x1, x2=x2, r_w=1.5, r_u=0.5, prec=30)),
+          arrays=("x1", "x2"), reals={"r_w": [-1.0], "r_u": [-1.0]}, ints=prec),
+        # depth = 0 is documented valid (Σ⁽⁰⁾ = xᵀx′, the docstring's example)
+        E("enclosures.arora_ntk", lambda: (en.arora_ntk, dict(x1=x1, x2=x2, depth=1, prec=30)), arrays=("x1", "x2"),
+          ints={"depth": [-1, 1.5], **prec}),
+        E("enclosures.cntk", lambda: (en.cntk, dict(x1=img, x2=img[:1], depth=1, b_std=0.1, prec=30)),
+          arrays=("x1", "x2"), options=("readout",), reals=std,
+          ints={"depth": [0, -1], "filter_size": [0, 2], "fix_first_last": [1, None, "True"], **prec}),
+        E("enclosures.empirical_ntk", lambda: (en.empirical_ntk, dict(net=net, params=net.init(0), x1=x1, x2=x2,
+                                                                     prec=30)),
+          arrays=("x1", "x2"), trees=("params",), options=("net",), ints=prec),
+        # non-finite values are documented "not contained" (False), not an error
+        E("enclosures.Enclosure.contains", lambda: (en.fc(x1, depth=1, get="ntk", prec=30).ntk.contains,
+                                                    dict(values=x1 @ x1.T / 2)),
+          arrays=("values",), skip={("values", q): "documented: a non-finite value is not contained (False)"
+                                    for q in ("nan", "inf", "-inf")}),
+    )
+
+
+# ------------------------------------------------------------------------------------------------ intervals
+def _iv(fn, ends=True):
+    """``fn`` of ``ntkref.intervals`` called with tuples (lo, hi) of arrays made into Intervals (so that they are
+    built in the namespace under test); returns the result's ends stacked on a last axis, after checking that
+    they are ordered and never NaN (the inclusion property's bookkeeping); ``ends=False``: the result as is."""
+    from ntkref import intervals as iv
+
+    def call(**kw):
+        kw = {k: iv.Interval(*v) if isinstance(v, tuple) else v for k, v in kw.items()}
+        out = fn(**kw)
+        if not ends:
+            return out
+        assert isinstance(out, iv.Interval), type(out)
+        lo, hi = np.asarray(to_numpy(out.lo)), np.asarray(to_numpy(out.hi))
+        assert not np.any(np.isnan(lo) | np.isnan(hi)), f"NaN end points: {out!r}"
+        assert np.all(lo <= hi), f"unordered end points: {out!r}"
+        xp = out.xp
+        return xp.stack([out.lo, out.hi], axis=-1)
+
+    call.__name__ = getattr(fn, "__name__", "call")
+    return call
+
+
+def _iv_method(name):
+    def method(self, **kw):
+        return getattr(self, name)(**kw)
+
+    method.__name__ = name
+    return method
+
+
+# ±inf ends are documented valid ("Endpoints may be ±∞ (an unbounded side)"): an array operand holding ±inf is a
+# valid (unbounded) point; tests/test_bad_input.py's targeted cases check that nothing turns NaN on them
+_INF_POINT = "documented: end points may be ±inf (an unbounded side); test_interval_special_ends checks them"
+
+
+def _inf_ok(*params):
+    return {(p, q): _INF_POINT for p in params for q in ("inf", "-inf")}
+
+
+def _intervals():
+    from ntkref import intervals as iv
+
+    lo, hi = np.array([-1.0, 0.5]), np.array([0.0, 2.0])
+    pos = (np.array([0.5, 1.0]), np.array([1.0, 2.0]))
+    unit = (np.array([-0.5, 0.25]), np.array([0.0, 0.75]))
+    gen = (np.array([-0.5, 0.25]), np.array([0.5, 2.0]))
+    not_iv = {"x": [None, [1.0, 2.0], 1.5]}  # the unary functions take an Interval
+    like_only = "only like's namespace, dtype and device are used, never its values or shape"
+    add(
+        E("intervals.Interval", lambda: (iv.Interval, dict(lo=lo, hi=hi)), arrays=("lo", "hi"),
+          skip={("lo", "-inf"): _INF_POINT, ("hi", "inf"): _INF_POINT}),
+        E("intervals.Interval[point]", lambda: (iv.Interval, dict(lo=lo)), arrays=("lo",), elementwise=("lo",),
+          skip=_inf_ok("lo")),
+        E("intervals.Interval.contains", lambda: (_iv(_iv_method("contains"), ends=False), dict(self=(lo, hi), x=np.array([-0.5, 3.0]))),
+          arrays=("x",), elementwise=("x",),
+          skip={**_inf_ok("x"), ("x", "nan"): "documented: NaN lies in no interval (False)"}),
+        E("intervals.Interval.__add__", lambda: (_iv(_iv_method("__add__")), dict(self=(lo, hi), other=lo)),
+          arrays=("other",), elementwise=("other",), skip=_inf_ok("other")),
+        E("intervals.Interval.__mul__", lambda: (_iv(_iv_method("__mul__")), dict(self=(lo, hi), other=hi)),
+          arrays=("other",), elementwise=("other",), skip=_inf_ok("other")),
+        E("intervals.Interval.__truediv__", lambda: (_iv(_iv_method("__truediv__")), dict(self=(lo, hi),
+                                                                                  other=np.array([0.5, 2.0]))),
+          arrays=("other",), elementwise=("other",), skip=_inf_ok("other")),
+        E("intervals.constant", lambda: (iv.constant, dict(value=0.1, like=np.zeros(2))), arrays=("like",),
+          reals={"value": [None, True, 1 + 2j]}, skip={**{("like", q): like_only for q in ("nan", "inf", "-inf", "ndim")}}),
+        *(E(f"intervals.{f.__name__}", lambda f=f, x=x: (_iv(f), dict(x=x)), ints=not_iv, options=("x",),
+            finite_inf_ok=f is iv.log)
+          for f, x in ((iv.sqrt, gen), (iv.square, gen), (iv.exp, gen), (iv.log, pos), (iv.acos, unit),
+                       (iv.asin, unit), (iv.erf, gen), (iv.abs, gen), (iv.relu, gen))),
+        E("intervals.atan2", lambda: (_iv(iv.atan2), dict(y=pos, x=np.array([-1.0, 0.5]))), arrays=("x",),
+          elementwise=("x",), ints={"y": [None, "bogus"]}, skip=_inf_ok("x")),
+        E("intervals.maximum", lambda: (_iv(iv.maximum), dict(a=(lo, hi), b=np.array([0.25, 1.0]))), arrays=("b",),
+          elementwise=("b",), ints={"a": [None, "bogus"]}, skip=_inf_ok("b")),
+        E("intervals.minimum", lambda: (_iv(iv.minimum), dict(a=(lo, hi), b=np.array([0.25, 1.0]))), arrays=("b",),
+          elementwise=("b",), ints={"a": [None, "bogus"]}, skip=_inf_ok("b")),
+        # condition is a boolean mask: its float64 "reference" of the same-outcome rule is itself refused
+        E("intervals.where", lambda: (_iv(iv.where), dict(condition=np.array([True, False]), a=(lo, hi),
+                                                          b=np.array([0.25, 1.0]))),
+          arrays=("condition", "b"), elementwise=("condition", "b"), ints={"a": [None, "bogus"]},
+          skip={**_inf_ok("b"), ("condition", "bool"): "a boolean mask: its float64 reference is refused",
+                ("condition", "list"): "a list of Python bools is a boolean mask: its float64 reference is refused"}),
+        E("intervals.sum", lambda: (_iv(iv.sum), dict(x=(lo, hi), axis=0)), ints={"axis": [1, -2, 1.5, "0"], "x": [None]},
+          options=("x",)),
+        E("intervals.matmul", lambda: (_iv(iv.matmul), dict(a=(np.ones((2, 3)), 2 * np.ones((2, 3))),
+                                                           b=_x(3, 2))),
+          arrays=("b",), ints={"a": [None, "bogus"]}, skip=_inf_ok("b")),
+    )
+
+
 for _section in (_kernels, _losses, _machines, _dynamics, _bounds, _certify, _nets, _adversarial, _distributions,
-                 _sparsity, _mean_field, _regularizers, _margins, _equivalence, _files, _testing):
+                 _sparsity, _mean_field, _regularizers, _margins, _equivalence, _files, _testing,
+                 _enclosures, _intervals):
     _section()
 
 
@@ -1114,7 +1249,16 @@ def _values(obj, out=None):
     out = [] if out is None else out
     if obj is None or isinstance(obj, (str, bytes, bool)) or callable(obj) and not dataclasses.is_dataclass(obj):
         return out
-    if array_api_compat.is_array_api_obj(obj):
+    kind = f"{type(obj).__module__}.{type(obj).__name__}"  # the public path (set_public_module)
+    if kind == "ntkref.intervals.Interval":  # its ends, stacked on a last axis (one array: elementwise checks)
+        out.append(np.stack([np.asarray(to_numpy(obj.lo)), np.asarray(to_numpy(obj.hi))], axis=-1))
+    elif kind == "ntkref.enclosures.Enclosure":
+        # arb balls are finite or not; the float64 view exists only within float64's range (documented: mid and
+        # rad raise beyond 1.8e308, e.g. for norms 1e300) and is then checked like any result
+        assert all(b.is_finite() for b in obj.balls.flat), f"silent non-finite ball: {obj!r}"
+        if obj._view[2]:
+            out.extend([obj.mid, obj.rad, obj.ball_rad])
+    elif array_api_compat.is_array_api_obj(obj):
         out.append(np.asarray(to_numpy(obj)))
     elif isinstance(obj, (int, float, np.number)):
         out.append(np.asarray(obj))
@@ -1406,6 +1550,77 @@ def test_catalogue_covers_the_public_api():
     for e in CATALOGUE:
         fn, _ = e.build()
         assert callable(fn), e.name
+
+
+# ================================================================================================ interval ends
+_ENDS = (-np.inf, -1e308, -1.0, -5e-324, -0.0, 0.0, 5e-324, 1e-300, 1.0, 1e308, np.inf)
+
+
+def _special_intervals(iv, ends=_ENDS):
+    """Every interval [a, b] (a ≤ b) with ends among huge, tiny, subnormal, signed-zero and infinite values."""
+    pairs = [(a, b) for i, a in enumerate(ends) for b in ends[i:]]
+    lo = np.array([a for a, _ in pairs])
+    hi = np.array([b for _, b in pairs])
+    return iv.Interval(_on(lo), _on(hi))
+
+
+def _ordered_no_nan(out, what):
+    lo, hi = np.asarray(to_numpy(out.lo)), np.asarray(to_numpy(out.hi))
+    assert not np.any(np.isnan(lo) | np.isnan(hi)), f"{what}: NaN end points"
+    assert np.all(lo <= hi), f"{what}: lo > hi at {np.argwhere(lo > hi)[:3].tolist()}"
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # NumPy's overflow/invalid warnings on ±inf ends, by design
+def test_interval_special_ends():
+    """The catalogue skips ±inf in interval operands (documented valid: "Endpoints may be ±∞"); here every
+    operation meets every interval with ends among ±inf, ±1e308, ±1, subnormals and signed zeros (and their
+    pairwise combinations) and must return ordered ends, never NaN (module docstring: "a result is never NaN").
+    Point operands holding ±inf are included (the catalogue's skipped cases)."""
+    from ntkref import intervals as iv
+
+    x = _special_intervals(iv)
+    n = x.shape[0]
+    a, b = x[:, None], x[None, :]  # all pairs, by broadcasting
+    pts = _on(np.array(_ENDS))
+    binary = {"+": lambda u, v: u + v, "-": lambda u, v: u - v, "*": lambda u, v: u * v, "/": lambda u, v: u / v,
+              "maximum": iv.maximum, "minimum": iv.minimum, "atan2": iv.atan2,
+              "where": lambda u, v: iv.where(XP.asarray(np.arange(n) % 2 == 0, device=DEV)[:, None], u, v)}
+    for name, f in binary.items():
+        _ordered_no_nan(f(a, b), f"{name} of two intervals")
+        _ordered_no_nan(f(x[:, None], pts[None, :]), f"{name} of an interval and a point array")
+        _ordered_no_nan(f(x, 1e308), f"{name} of an interval and 1e308")
+    for name in ("sqrt", "square", "exp", "log", "acos", "asin", "erf", "abs", "relu"):
+        _ordered_no_nan(getattr(iv, name)(x), name)
+    _ordered_no_nan(-x, "negation")
+    _ordered_no_nan(iv.sum(a + b, axis=1), "sum")
+    _ordered_no_nan(iv.sum(x), "sum of all")
+    k = 6
+    m = x[:k * (n // k)]
+    m = iv.Interval._make(XP.reshape(m.lo, (n // k, k)), XP.reshape(m.hi, (n // k, k)))
+    _ordered_no_nan(iv.matmul(m, iv.Interval._make(XP.matrix_transpose(m.lo), XP.matrix_transpose(m.hi))), "matmul")
+    _ordered_no_nan(iv.matmul(m, XP.matrix_transpose(m.lo)), "matmul with a point matrix holding ±inf")
+    # contains: ±inf ends contain ±inf; NaN lies in no interval (documented)
+    whole = iv.Interval(_on(np.array([-np.inf])), _on(np.array([np.inf])))
+    got = np.asarray(to_numpy(whole.contains(_on(np.array([-np.inf, 0.0, np.inf, np.nan])))))
+    assert got.tolist() == [True, True, True, False]
+
+
+def test_interval_operands_are_checked():
+    """Failing on the old code: a NaN point operand became a NaN end point (maximum) or a silent [−∞, ∞] (+),
+    an int array was refused without naming the operand, a unary function given an array raised AttributeError,
+    constant() rounded into an integer 'like' dtype (an enclosure of 0.1 by [0, 0])."""
+    from ntkref import intervals as iv
+
+    x = iv.Interval(_on(np.array([-1.0, 0.5])), _on(np.array([0.0, 2.0])))
+    nan = _on(np.array([np.nan, 1.0]))
+    for call, name in ((lambda: iv.maximum(x, nan), "b"), (lambda: x + nan, "other"),
+                       (lambda: iv.sqrt(_on(np.array([2.0]))), "x"), (lambda: iv.sum(x, axis=1), "axis"),
+                       (lambda: iv.matmul(x, _on(np.ones((3, 2)))), "b"),
+                       (lambda: iv.where(_on(np.array([1.0, 0.0])), x, 0.0), "condition")):
+        _assert_error_naming(call, [name])
+    if _is_numpy_xp():
+        _assert_error_naming(lambda: iv.constant(0.1, np.zeros(2, dtype=np.int64)), ["like"])
+        _assert_error_naming(lambda: x * np.array([1, 2]), ["other"])
 
 
 # ================================================================================================ memory guard

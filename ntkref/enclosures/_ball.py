@@ -191,7 +191,8 @@ def exact_point(v):
             return None
         return dyadic(-abs(int(man)) if v < 0 else abs(int(man)), int(exp))  # man_exp drops the sign
     raise InvalidParameterError(
-        f"Enclosure.contains takes floats, ints, mpmath mpf or flint arb values; got {type(v).__name__}."
+        "The 'values' parameter of Enclosure.contains must hold floats, ints, mpmath mpf or flint arb values. "
+        f"Got a {type(v).__name__} instead."
     )
 
 
