@@ -81,7 +81,7 @@ PUBLIC_API = {
     ),
     "ntkref.machines": (
         "CheckedGram", "ConvergenceWarning", "KernelMachine", "checked_gram", "dual_objective", "duality_gap",
-        "fit", "hard_margin_svm", "objective", "predict", "rkhs_norm", "solve",
+        "fit", "hard_margin_svm", "kernel_gram", "objective", "predict", "rkhs_norm", "solve",
     ),
     "ntkref.margins": (
         "L1Solution", "LinearMaxMargin", "MarginCertificate", "TrainingRecord", "circle_directions",

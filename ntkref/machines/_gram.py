@@ -246,7 +246,7 @@ def cholesky_ok(K, shift, xp):
     return bool(xp.all(xp.isfinite(L))) and bool(xp.all(xp.linalg.diagonal(L) > 0))
 
 
-_PSD_STRENGTH = {None: 0, "lanczos": 1, "cholesky": 2}
+_PSD_STRENGTH = {None: 0, "lanczos": 1, "error_bound": 2, "cholesky": 3}  # error_bound: machines.kernel_gram
 
 
 _CHECKED = object()  # the private token of checked_gram: a CheckedGram exists only as its result
@@ -267,12 +267,14 @@ class CheckedGram:
         ntkref's own copy of the validated Gram (finite, symmetric: symmetrised if it was within the
         tolerance), on the input's device; read-only for NumPy.  Do not modify it: the checks would no
         longer describe it.
-    psd_test : {"cholesky", "lanczos"} or None
-        The PSD test it passed (``check_psd`` of :func:`checked_gram`, "auto" resolved by n).
+    psd_test : {"cholesky", "error_bound", "lanczos"} or None
+        The PSD test it passed (``check_psd`` of :func:`checked_gram`, "auto" resolved by n; "error_bound": the
+        margin proven from the kernel's error bound by :func:`~ntkref.machines.kernel_gram`).
     psd_margin : float
-        What is proven about λ_min(K) (:func:`refuse_indefinite`): 0.0 = K ⪰ 0 proven (K ≻ 0 by Rump's test, or
-        K = 0 exactly), μ > 0 = λ_min(K) > −μ proven (the machines' certificates account for it), inf = nothing
-        proven (the Lanczos test, or none; the certificates then assume K ⪰ 0).
+        What is proven about λ_min(K) (:func:`refuse_indefinite`, or :func:`~ntkref.machines.kernel_gram`): 0.0 =
+        K ⪰ 0 proven (K ≻ 0 by Rump's test, or K = 0 exactly), μ > 0 = λ_min(K) > −μ proven (the machines'
+        certificates account for it), inf = nothing proven (the Lanczos test, or none; the certificates then
+        assume K ⪰ 0).
 
     Examples
     --------
@@ -367,5 +369,7 @@ def upgrade_psd(G, method, caller, name):
     """Run the PSD test ``method`` on a CheckedGram if it is stronger than the one it passed; returns the proven
     margin of :func:`refuse_indefinite` (the CheckedGram's own when no test runs)."""
     if _PSD_STRENGTH[method] > _PSD_STRENGTH[G.psd_test]:
-        return refuse_indefinite(G.K, caller, name, method=method)
+        margin = refuse_indefinite(G.K, caller, name, method=method)
+        # two proofs of λ_min(K) > −μ (machines.kernel_gram's and Rump's): the smaller margin holds
+        return min(margin, G.psd_margin) if G.psd_test == "error_bound" else margin
     return G.psd_margin

@@ -76,7 +76,8 @@ class KernelMachine:
         point; a float XXᵀ is usually slightly indefinite in exact arithmetic): the certificate accounts for it
         (dᵀKd ≤ dᵀ(K + μI)d, αᵀKα ≥ −μ‖α‖²), and P(α) − P(α̂) ≤ gap + gap_rounding + (λ_sum·μ/2)·‖α̂ − α′‖² for
         every α̂ (sum convention); inf = no proof (Lanczos test, ``check_psd=False``, the Dask engine): the
-        certificate and ``converged`` then ASSUME K ⪰ 0.
+        certificate and ``converged`` then ASSUME K ⪰ 0 (:func:`~ntkref.machines.kernel_gram` proves a margin
+        for FC Grams of any n in O(n²)).
     rkhs_norm_ : float
         √(αᵀKα) = ‖β‖.
     beta_error_bound : float
