@@ -270,6 +270,7 @@ class Interval:
 
     def contains(self, x):
         """Boolean array: lo ≤ x ≤ hi (``x`` real numbers broadcasting against the interval; NaN lies in none)."""
+        _check_exact_points(x, "x", "Interval.contains", self.xp)
         x = check_array(x, "x", caller="Interval.contains", xp=self.xp, like=self.lo, finite=False)
         _check_broadcast(x.shape, self.shape, "x", "Interval.contains")
         return (self.lo <= x) & (x <= self.hi)
@@ -323,6 +324,40 @@ class Interval:
         return _as_interval(other, self, "other", "Interval /") / self
 
 
+_EXACT_INT = 2 ** 53  # integers of at most this magnitude are exact in float64
+
+
+def _check_exact_points(value, name, caller, xp):
+    """Refuse points that converting to a float array would round (a list's big ints or Fractions, an integer
+    array beyond 2^53): a point is taken exactly, so rounding it to nearest would make an enclosure unsound.
+    Python numbers and Fractions go one by one through :func:`constant` (rounded outward) instead."""
+    if isinstance(value, (list, tuple)):
+        stack = list(value)
+        while stack:
+            v = stack.pop()
+            if isinstance(v, (list, tuple)):
+                stack.extend(v)
+            elif isinstance(v, float) or (isinstance(v, int) and -_EXACT_INT <= v <= _EXACT_INT):  # (abs: the interval's)
+                continue
+            else:
+                raise InvalidParameterError(
+                    f"The {name!r} parameter of {caller} must hold floats, or ints of magnitude at most 2^53, which "
+                    f"are taken exactly; got {v!r}, which a float array would round. Pass it on its own (a Python "
+                    "number or Fraction is rounded outward, as intervals.constant does).")
+    elif is_array(value):
+        vx = namespace(value)  # (its own namespace: another library's array is refused by the caller, by name)
+        if vx.isdtype(value.dtype, "integral") and math.prod(value.shape) > 0 \
+                and float(vx.max(vx.abs(vx.astype(value, vx.float64)))) > _EXACT_INT:
+            raise InvalidParameterError(f"The {name!r} parameter of {caller} holds integers beyond 2^53, which a float "
+                                        "array would round; it is taken exactly, so it must be exact in float64.")
+    elif isinstance(value, int) and not isinstance(value, bool) and not -_EXACT_INT <= value <= _EXACT_INT:
+        raise InvalidParameterError(f"The {name!r} parameter of {caller} is an integer beyond 2^53, which a float "
+                                    "would round; it is taken exactly, so it must be exact in float64.")
+    elif isinstance(value, Fraction):
+        raise InvalidParameterError(f"The {name!r} parameter of {caller} is a Fraction, which a float would round; "
+                                    "compare with the interval's ends in exact arithmetic instead.")
+
+
 def _check_broadcast(shape, other, name, caller):
     """Refuse an operand whose shape does not broadcast against the other operand's (naming it)."""
     for a, b in zip(reversed(tuple(shape)), reversed(tuple(other))):
@@ -368,6 +403,7 @@ def _as_interval(value, like, name, caller, shape=True):
                                     f"{like.dtype} or a real number. Got a {type(value).__name__} instead.")
     src = value.dtype if is_array(value) else None
     xp = like.xp
+    _check_exact_points(value, name, caller, xp)
     if src is not None and namespace(value) is not xp:
         raise InvalidParameterError(
             f"The {name!r} parameter of {caller} is a {type(value).__module__}.{type(value).__name__} while the "

@@ -135,7 +135,12 @@ def test_the_tested_mode_is_unchanged():
     ({"family": "fc", "activation": "erf"}, "'d' parameter.*erf"),
     ({"family": "fc", "activation": "softplus"}, "'d' parameter"),
     ({"family": "cntk"}, "'d' parameter.*CNTK"),
-    ({"family": "fc", "dtype": "float32", "depth": 14, "d": 5000}, "'d' parameter.*d = 5000"),
+    ({"family": "fc", "dtype": "float32", "depth": 14, "d": 5000}, "no proven constant for depth=14, d=5000"),
+    # the first-order regime left mid-loop (a raw ValueError, math domain error, before)
+    ({"family": "fc", "dtype": "float32", "depth": 5, "d": 3, "b_std": [1e-18, 0.0, 0.001, 1.0, 0.0, 0.0]},
+     "no proven constant.*first-order"),
+    # absolute terms dominate over the row floor: a "proven" 1.7e8 before, now no constant
+    ({"family": "fc", "dtype": "float32", "depth": 1, "d": 3, "W_std": 1e15}, "no useful a-priori constant"),
 ])
 def test_no_proven_constant_is_refused_naming_d(kwargs, match):
     kw = {"depth": 2, "d": 10, **kwargs}
@@ -143,8 +148,17 @@ def test_no_proven_constant_is_refused_naming_d(kwargs, match):
         certified_bound(kw.pop("family"), **kw)
 
 
+def test_fc_refuses_what_leaves_the_first_order_regime_mid_loop():
+    from ntkref.kernels import fc
+
+    with pytest.raises(NotImplementedError, match="'error_bound'.*first-order"):  # a raw ValueError before
+        fc(np.ones((2, 3), np.float32), depth=5, b_std=[1e-18, 0.0, 0.001, 1.0, 0.0, 0.0], error_bound=True)
+
+
 def test_invalid_d_is_named():
     with pytest.raises(InvalidParameterError, match="'d'"):
         certified_bound("fc", depth=1, d=0)
     with pytest.raises(InvalidParameterError, match="'d'"):
         certified_bound("fc", depth=1, d=2.5)
+    with pytest.raises(InvalidParameterError, match="'b_std' parameter of certified_bound"):  # OverflowError before
+        certified_bound("fc", depth=2, d=3, b_std=1e300)

@@ -286,3 +286,23 @@ def test_sum_and_matmul_enclose_when_a_partial_sum_overflows(asxp, tonp):
         assert _encloses(tonp(S.lo), tonp(S.hi), _F(1.7e308))
         C = intervals.matmul(Interval(asxp(big[None, :])), asxp(np.ones((3, 1))))
         assert _encloses(tonp(C.lo)[0, 0], tonp(C.hi)[0, 0], _F(1.7e308))
+
+
+def test_points_a_float_array_would_round_are_refused_not_rounded():
+    """A point operand is taken exactly, so one that converting to a float array rounds to nearest (an int beyond
+    2^53, a Fraction in a list) would give an enclosure missing the exact value: [-2^60] + [2^60 + 1] enclosed
+    only 0, the exact 1 outside.  Refused, naming the operand; Python numbers go through constant() (outward)."""
+    from fractions import Fraction
+
+    a = Interval(np.array([-(2.0 ** 60)]))
+    for bad in ([2 ** 60 + 1], [Fraction(1, 10)], ([1.0], [2 ** 61 + 1])):
+        with pytest.raises(InvalidParameterError, match="'other'"):
+            a + bad
+    with pytest.raises(InvalidParameterError, match="'x'"):
+        a.contains(np.array([2 ** 60 + 1]))
+    with pytest.raises(InvalidParameterError, match="'x'"):
+        a.contains(2 ** 60 + 1)
+    r = a + (2 ** 60 + 1)  # a Python int: outward-rounded, so the exact 1 is enclosed
+    assert Fraction(float(r.lo[0])) <= 1 <= Fraction(float(r.hi[0]))
+    s = Interval(np.array([-0.1])) + [0.1, 3]  # floats and small ints are exact: fine
+    assert float(s.lo[0]) <= 0.0 <= float(s.hi[0])

@@ -135,3 +135,33 @@ def test_refusals_name_the_parameter():
     da = pytest.importorskip("dask.array")
     with pytest.raises(InvalidParameterError, match="'x'.*Dask"):
         machines.kernel_gram(da.from_array(X, chunks=2))
+
+
+def test_a_gram_that_fails_rumps_test_keeps_its_proven_margin():
+    """erf with a large first-layer W_std on near-parallel and antipodal rows: λ_min(K̃) ≈ −2.8e-9 lies below
+    Rump's −n·eps·‖K‖_F, so the Cholesky of K + δI fails, yet λ_min > −μ is proven; the solvers must keep μ,
+    not refuse K (they raised "must be positive semidefinite" before)."""
+    from ntkref import krr
+
+    rng = np.random.default_rng(0)
+    d, n = 3, 8
+    for _ in range(200):  # the first draw that Rump's test fails (deterministic)
+        x0 = rng.standard_normal(d)
+        x = np.array([x0 * (1 + 1e-3 * i) + 1e-9 * rng.standard_normal(d) for i in range(n)])
+        x[1::2] *= -1
+        W = [10.0 ** rng.uniform(0, 60), 1.0, 1.0]
+        try:
+            G = machines.kernel_gram(x, depth=2, activation="erf", W_std=W)
+        except (NotImplementedError, InvalidParameterError):
+            continue
+        K = np.asarray(G.K)
+        if not _gram.cholesky_ok(K, n * np.finfo(float).eps * np.linalg.norm(K), np):
+            break
+    else:
+        pytest.fail("no Gram failing Rump's test was drawn")
+    lmin = _lambda_min_mp(K)
+    assert -G.psd_margin < lmin < -n * np.finfo(float).eps * np.linalg.norm(K)  # μ holds; Rump's δ does not
+    y = np.where(np.arange(n) % 2, 1.0, -1.0)
+    for r in (machines.solve(G, y, "hinge", 0.1), machines.hard_margin_svm(G, y), krr.solve_cg(G, y, 0.1),
+              machines.checked_gram(G, check_psd="cholesky")):
+        assert r.psd_margin == G.psd_margin

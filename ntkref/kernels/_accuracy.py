@@ -133,11 +133,14 @@ def certified_bound(family, *, depth, activation="relu", dtype="float64", d=None
     rows with √Σ_L(x,x) ≥ 2^-400 (float32: 2^-40) that, with biases, are also *regular*: zero, or of computed
     norm ≥ 2^-1000 (float32: 2^-120) with the scales before the first non-zero bias above that too (every such
     row when the first layer has b_std > 0).  Smaller rows have a per-entry bound only
-    (``fc(..., error_bound=True)``).  The source starts with "proven".  A configuration the
-    analysis does not cover (float32 with large d or depth, b_std with a square below the smallest normal number,
-    a rounding term above 1e-3) raises NotImplementedError naming ``d``; erf (whose proven bound depends on the
-    rows: use ``fc(..., error_bound=True)`` per entry), quadrature activations and the CNTK have no proven
-    constant and raise NotImplementedError too.
+    (``fc(..., error_bound=True)``).  The source starts with "proven".  "``fc``" means its array-API path, the
+    one the analysis is of: NumPy, PyTorch, and CuPy with ``error_bound=True`` or ``engine="array_api"`` — not
+    the fused CUDA kernel that CuPy's default engine uses for the bias-free ReLU (it may contract a·b + c into
+    one fused multiply-add, outside the analysis).  A configuration the analysis does not cover (float32 with
+    large d or depth, b_std with a square below the smallest normal number, a rounding term or the constant
+    itself above 1e-3) raises NotImplementedError naming the configuration; erf (whose proven bound depends on
+    the rows: use ``fc(..., error_bound=True)`` per entry), quadrature activations and the CNTK have no proven
+    constant and raise NotImplementedError naming ``d``.
 
     Examples
     --------
@@ -177,6 +180,7 @@ def _proven_constant(family, depth, activation, dtype, d, W_std, b_std):
     kernels/_rounding_bias.py."""
     from . import _rounding, _rounding_bias
     from ._activations import per_layer
+    from ._layers import scale_limit
 
     family = check_option(family, "family", ("fc", "cntk"), caller="certified_bound")
     d = check_int(d, "d", caller="certified_bound", low=1)
@@ -191,8 +195,10 @@ def _proven_constant(family, depth, activation, dtype, d, W_std, b_std):
             f"The 'd' parameter of certified_bound asks for a proven a-priori constant, which exists for the ReLU "
             f"kernels only, not for activation {name!r} (erf's proven bound depends on the rows: use "
             "kernels.fc(..., error_bound=True), which returns it per entry; quadrature activations have none).")
-    Ws = per_layer(W_std, "W_std", depth + 1, low=0.0, closed="left")
-    bs = per_layer(b_std, "b_std", depth + 1, low=0.0, closed="left")
+    limit = scale_limit(np.float64 if dtype_name == "float64" else np.float32, npx)  # as fc (it refuses more)
+    Ws = per_layer(W_std, "W_std", depth + 1, low=0.0, closed="left", high=limit, caller="certified_bound")
+    bs = per_layer(b_std, "b_std", depth + 1, low=0.0, closed="left", high=limit, caller="certified_bound")
+    config = f"depth={depth}, d={d}, W_std={W_std!r}, b_std={b_std!r}, dtype={dtype_name}"
     try:
         if any(b != 0.0 for b in bs):
             coefs = _rounding_bias.bias_coefficients(d, Ws, bs, depth, dtype_name)
@@ -200,10 +206,15 @@ def _proven_constant(family, depth, activation, dtype, d, W_std, b_std):
         else:
             coefs = _rounding.relu_coefficients(d, Ws, depth, dtype_name)
             where = "kernels/_rounding.py"
-    except NotImplementedError as e:
-        raise NotImplementedError(f"The 'd' parameter of certified_bound: no proven constant for d = {d} at depth "
-                                  f"{depth} in {dtype_name}: {e}") from None
+    except (NotImplementedError, InvalidParameterError) as e:
+        reason = str(e).replace("The 'error_bound' parameter of fc: ", "")
+        raise type(e)(f"certified_bound: no proven constant for {config}: {reason}") from None
     bound = max(c.scaled for c in coefs.values())
+    if not bound <= 1e-3:  # finite, and small enough to mean something (the analysis' first-order regime)
+        raise NotImplementedError(
+            f"certified_bound: the proven constant for {config} is {bound:.3g} (absolute rounding terms of the "
+            "W_std/b_std scales dominate over the row floor): no useful a-priori constant; use "
+            "kernels.fc(..., error_bound=True), whose per-entry bound applies to the actual rows.")
     floor = "2^-400" if dtype_name == "float64" else "2^-40"
     return bound, (f"proven: the a-priori constant of the rounding analysis of kernels.fc, relu, {dtype_name}, "
                    f"depth {depth}, d = {d}, for rows with sqrt(NNGP(x,x)) >= {floor}, theorem and assumptions in "

@@ -93,7 +93,7 @@ ACTIVATIONS = {
 _CLOSED_FORM = ("relu", "erf")
 
 
-def per_layer(value, name, n_layers, *, low, closed, high=None):
+def per_layer(value, name, n_layers, *, low, closed, high=None, caller="fc"):
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
         values = [value] * n_layers
     else:
@@ -101,17 +101,17 @@ def per_layer(value, name, n_layers, *, low, closed, high=None):
             values = list(value)
         except TypeError:
             raise InvalidParameterError(
-                f"The {name!r} parameter of fc must be a real number or a sequence of {n_layers} "
+                f"The {name!r} parameter of {caller} must be a real number or a sequence of {n_layers} "
                 f"(one per layer including the readout). Got {value!r} instead."
             ) from None
         if len(values) != n_layers:
             raise InvalidParameterError(
-                f"The {name!r} parameter of fc must have one value per layer including the readout "
+                f"The {name!r} parameter of {caller} must have one value per layer including the readout "
                 f"({n_layers} for this depth). Got {len(values)} values."
             )
     # ``high``: √(largest float)/4, so that W², b² and their products with a variance stay finite
     closed = "both" if high is not None and closed == "left" else closed
-    return [check_real(v, name, caller="fc", low=low, high=high, closed=closed) for v in values]
+    return [check_real(v, name, caller=caller, low=low, high=high, closed=closed) for v in values]
 
 
 def resolve_activation(activation):

@@ -250,7 +250,7 @@ def angle_step(D1, sigma):
     """
     s = sigma / 4 / (1 - sigma / 2) ** 1.5 if sigma < 1 else math.inf
     delta = Q_RATIO * D1 / 2 + (_S_MAX + Q_RATIO * D1 / 2) * s
-    if not delta <= 0.2:
+    if not 0.0 <= delta <= 0.2:  # (a negative δ comes only from meaningless inputs: no first-order regime)
         return math.pi
     return 2 * delta / math.sqrt(1 - (_S_MAX + delta) ** 2) * (1 + 1e-9)
 

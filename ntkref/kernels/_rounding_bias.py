@@ -136,6 +136,8 @@ def bias_coefficients(d, Ws, bs, depth, dtype_name, outputs=("nngp", "ntk")):
     worst = max(E, N, T, c)
     kappa = (2 * ULPS["atan"] + 2) * u
     for h in range(1, depth + 1):
+        if not worst <= 1e-3:  # the first-order regime is left: refused below (the terms would turn meaningless)
+            break
         W, b = Ws[h], bs[h]
         lam = (N + T) / 2
         a = max(N, T) / (1 - lam)

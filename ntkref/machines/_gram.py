@@ -122,7 +122,7 @@ def psd_method(check_psd, n, caller):
     return check_psd
 
 
-def refuse_indefinite(K, caller, name="K", method="cholesky"):
+def refuse_indefinite(K, caller, name="K", method="cholesky", refuse=True):
     r"""Refuse an indefinite K: λ_min(K) below −δ, δ = n·eps·‖K‖_F.
 
     ``method="cholesky"`` (a certificate, O(n³/3)): first Rump's test (:func:`ntkref.certify._checks.prove_psd`):
@@ -148,13 +148,16 @@ def refuse_indefinite(K, caller, name="K", method="cholesky"):
     so the bound holds for K chosen independently of it.
 
     A K whose Frobenius norm overflows (entries near the float maximum) is refused as such, not
-    reported as indefinite.
+    reported as indefinite.  ``refuse=False`` (a K whose margin is already proven otherwise,
+    :func:`~ntkref.machines.kernel_gram`): Rump's margin, or inf where the tests fail, instead of an error.
     """
     xp = namespace(K)
     n = K.shape[0]
     eps = machine_eps(K.dtype, xp)
     fro = _checks.frobenius_norm(K, xp)  # no n×n temporary (but where the squares underflow: then scaled)
     if not math.isfinite(fro):
+        if not refuse:
+            return math.inf
         kmax, = read(xp, xp.max(xp.abs(K)))  # (an n×n temporary: only for the message)
         raise InvalidParameterError(
             f"The {name!r} parameter of {caller} is too large: its Frobenius norm cannot be computed in {K.dtype} "
@@ -166,7 +169,7 @@ def refuse_indefinite(K, caller, name="K", method="cholesky"):
     delta = n * eps * fro
     if method == "cholesky":
         proven, margin = _checks.prove_psd(K, xp, validate_shift=delta)  # Rump's test first: K ≻ 0 proven
-        if not math.isfinite(margin):
+        if not math.isfinite(margin) and refuse:
             raise InvalidParameterError(
                 f"The {name!r} parameter of {caller} must be positive semidefinite: its smallest eigenvalue is below "
                 f"-n*eps*||K||_F = {-delta:.3g} (Cholesky of K + {delta:.3g} I failed). A kernel machine's "
@@ -369,7 +372,9 @@ def upgrade_psd(G, method, caller, name):
     """Run the PSD test ``method`` on a CheckedGram if it is stronger than the one it passed; returns the proven
     margin of :func:`refuse_indefinite` (the CheckedGram's own when no test runs)."""
     if _PSD_STRENGTH[method] > _PSD_STRENGTH[G.psd_test]:
-        margin = refuse_indefinite(G.K, caller, name, method=method)
-        # two proofs of λ_min(K) > −μ (machines.kernel_gram's and Rump's): the smaller margin holds
-        return min(margin, G.psd_margin) if G.psd_test == "error_bound" else margin
+        if G.psd_test == "error_bound":
+            # λ_min(K) > −μ is already proven (machines.kernel_gram): Rump's test may only improve it, never refuse
+            # K (a float Gram within its proven margin of PSD can fail the Cholesky of K + n·eps·‖K‖_F·I)
+            return min(refuse_indefinite(G.K, caller, name, method=method, refuse=False), G.psd_margin)
+        return refuse_indefinite(G.K, caller, name, method=method)
     return G.psd_margin
