@@ -642,3 +642,18 @@ def _erf(u):
     from scipy.special import erf
 
     return erf(u)
+
+
+@pytest.mark.parametrize("error_bound", [False, True])
+def test_an_overflowing_kernel_is_the_named_error_not_a_warning_first(error_bound):
+    """float32 rows and a large W_std whose kernel overflows: the InvalidParameterError of check_finite_kernel,
+    with no NumPy RuntimeWarning before it (which ``-W error`` turned into the exception raised instead)."""
+    import warnings
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((4, 5)).astype(np.float32)
+    x[1] *= 1e6
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(InvalidParameterError, match="outside the representable range of float32"):
+            K.fc(x, depth=4, W_std=562.9953801390777, error_bound=error_bound)

@@ -64,7 +64,7 @@ import array_api_compat
 
 from .._lib import dispatch
 from .._lib.backend import is_array, namespace
-from .._lib.compat import single_threaded_blas
+from .._lib.compat import overflow_checked, single_threaded_blas
 from .._lib.memory import check_bytes
 from .._lib.validation import InvalidParameterError, check_array, check_int, check_option
 from ._activations import per_layer, resolve_activation
@@ -348,8 +348,9 @@ def fc(
 
     def compute(task):
         i0, i1, j0, j1 = task
-        block = _block_values(n1_norm, u1, n2_norm, u2, i0, i1, j0, j1, d, Ws, bs, act, closed, n_points, wanted,
-                              unbiased_relu, xp, coefs)
+        with overflow_checked(xp):  # every output is checked below (check_finite_kernel): the named error only
+            block = _block_values(n1_norm, u1, n2_norm, u2, i0, i1, j0, j1, d, Ws, bs, act, closed, n_points,
+                                  wanted, unbiased_relu, xp, coefs)
         for g in outputs:
             val = block[g]
             check_finite_kernel(val, "fc", xp)
