@@ -373,14 +373,13 @@ def _check_interval(x, name, caller):
     return x
 
 
-def _pick(a, b, names, caller):
-    """The first Interval of two operands (at least one must be one), as the other's template."""
-    if isinstance(a, Interval):
-        return a
-    if isinstance(b, Interval):
-        return b
-    raise InvalidParameterError(f"The {names[0]!r} or {names[1]!r} parameter of {caller} must be an Interval. "
-                                f"Got a {type(a).__name__} and a {type(b).__name__} instead.")
+def _operands(a, b, names, caller, shape=True):
+    """Both operands of a binary function as Intervals (at least one must be one: it is the other's template)."""
+    if not isinstance(a, Interval) and not isinstance(b, Interval):
+        raise InvalidParameterError(f"The {names[0]!r} or {names[1]!r} parameter of {caller} must be an Interval. "
+                                    f"Got a {type(a).__name__} and a {type(b).__name__} instead.")
+    a = _as_interval(a, a if isinstance(a, Interval) else b, names[0], caller, shape=shape)
+    return a, _as_interval(b, a, names[1], caller, shape=shape)
 
 
 def _as_interval(value, like, name, caller, shape=True):
@@ -596,9 +595,7 @@ def atan2(y, x):
     >>> bool(v.lo[0] < 3 * math.pi / 4 < v.hi[0])
     True
     """
-    first = _pick(y, x, ("y", "x"), "atan2")
-    y = _as_interval(y, first, "y", "atan2")
-    x = _as_interval(x, y, "x", "atan2")
+    y, x = _operands(y, x, ("y", "x"), "atan2")
     xp = y.xp
     ylo, yhi = xp.maximum(y.lo, 0.0), xp.maximum(y.hi, 0.0)
     if x._point and y._point:
@@ -682,9 +679,7 @@ def maximum(a, b):
     >>> float(v.lo[0]), float(v.hi[0])
     (1.0, 3.0)
     """
-    first = _pick(a, b, ("a", "b"), "maximum")
-    a = _as_interval(a, first, "a", "maximum")
-    b = _as_interval(b, a, "b", "maximum")
+    a, b = _operands(a, b, ("a", "b"), "maximum")
     xp = a.xp
     return Interval._make(xp.maximum(a.lo, b.lo), xp.maximum(a.hi, b.hi))
 
@@ -700,9 +695,7 @@ def minimum(a, b):
     >>> float(v.lo[0]), float(v.hi[0])
     (0.0, 1.0)
     """
-    first = _pick(a, b, ("a", "b"), "minimum")
-    a = _as_interval(a, first, "a", "minimum")
-    b = _as_interval(b, a, "b", "minimum")
+    a, b = _operands(a, b, ("a", "b"), "minimum")
     xp = a.xp
     return Interval._make(xp.minimum(a.lo, b.lo), xp.minimum(a.hi, b.hi))
 
@@ -718,9 +711,7 @@ def where(condition, a, b):
     >>> v.lo.tolist()
     [1.0, 2.0]
     """
-    first = _pick(a, b, ("a", "b"), "where")
-    a = _as_interval(a, first, "a", "where")
-    b = _as_interval(b, a, "b", "where")
+    a, b = _operands(a, b, ("a", "b"), "where")
     xp = a.xp
     condition = _mask(condition, a)
     return Interval._make(xp.where(condition, a.lo, b.lo), xp.where(condition, a.hi, b.hi))
@@ -822,9 +813,7 @@ def matmul(a, b):
     >>> bool(Fraction(C.lo[0, 0]) <= exact <= Fraction(C.hi[0, 0]))
     True
     """
-    first = _pick(a, b, ("a", "b"), "matmul")
-    a = _as_interval(a, first, "a", "matmul", shape=False)
-    b = _as_interval(b, a, "b", "matmul", shape=False)
+    a, b = _operands(a, b, ("a", "b"), "matmul", shape=False)
     xp, dtype = a.xp, a.dtype
     for name, v in (("a", a), ("b", b)):
         if len(v.shape) not in (1, 2):

@@ -295,8 +295,6 @@ def _cholesky(K, shift, xp, _compat):
     ok = _compat.cholesky_succeeds(K, shift, xp)
     if ok is not None:
         return ok
-    from .._lib.backend import device_of
-
     try:
         L = xp.linalg.cholesky(K + shift * xp.eye(K.shape[0], dtype=K.dtype, device=device_of(K)))
     except Exception:  # numpy/array_api_strict raise LinAlgError, torch its own error

@@ -32,10 +32,13 @@ Cost: pure Python over python-flint, about 100 µs per pair plus 15 µs per laye
 """
 from __future__ import annotations
 
+import numpy as np  # the enclosures are a host step by design: results are NumPy (the face's docstring)
+
 from .._lib.validation import InvalidParameterError, check_int
 from ..kernels import Kernel
 from ..kernels._activations import per_layer
 from ._ball import (
+    Enclosure,
     check_prec,
     clamp_unit,
     dyadic,
@@ -310,10 +313,6 @@ def input_state(r1, r2):
 
 
 def _pack_grid(vals, n1, n2, wanted, prec):
-    import numpy as np
-
-    from ._ball import Enclosure
-
     out = {}
     for idx, name in ((0, "nngp"), (1, "ntk")):
         if name in wanted:
@@ -326,10 +325,6 @@ def _pack_grid(vals, n1, n2, wanted, prec):
 
 
 def _pack_list(vals, wanted, prec):
-    import numpy as np
-
-    from ._ball import Enclosure
-
     out = {}
     for idx, name in ((0, "nngp"), (1, "ntk")):
         if name in wanted:
